@@ -1,0 +1,85 @@
+# Speculative Decoding from Scratch: build, test and publish the course.
+# Needs only python3 and make; everything else goes into $(VENV), created on first use.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+NOTEBOOKS := $(sort $(wildcard notebooks/[0-9]*.ipynb))
+# Notebooks run offline, quietly and headless, with the repo on the path (nbval, book build).
+OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 \
+           TRANSFORMERS_VERBOSITY=error PYTHONPATH=$(CURDIR) MPLBACKEND=Agg
+
+.DEFAULT_GOAL := help
+.PHONY: help venv $(VENV) export lint unit nbval test book bench zoo clean distclean
+
+help:
+	@echo "make test     lint + unit tests + every notebook (offline, CPU)"
+	@echo "make book     build the website into _build/html"
+	@echo "make export   regenerate specdec_lib/<chapter>.py from the notebooks"
+	@echo "make lint | unit | nbval | bench | zoo | clean | distclean"
+
+# Reinstall only when the pins or the package metadata change.
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -r requirements.txt
+	$(PY) -m pip install -q --no-deps -e .
+	touch $@
+
+venv $(VENV): $(STAMP)
+
+# Run as a script, not `-m`, so it works even when a chapter leaves specdec_lib/__init__.py broken.
+export: $(STAMP)
+	$(PY) specdec_lib/_export.py
+
+lint: $(STAMP)
+	$(PY) -m ruff check specdec_lib tests
+	$(PY) -m ruff format --check specdec_lib tests
+	$(PY) specdec_lib/_export.py --check
+
+unit: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider tests/
+
+nbval: $(STAMP)
+	@if [ -z "$(NOTEBOOKS)" ]; then echo "nbval: no notebooks in notebooks/, nothing to run"; exit 0; fi; \
+	failed=""; \
+	for nb in $(NOTEBOOKS); do \
+	  t0=$$(date +%s); \
+	  if env $(OFFLINE) $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env \
+	       --nbval-cell-timeout=300 $$nb; then \
+	    echo "nbval: $$nb passed in $$(( $$(date +%s) - t0 )) s"; \
+	  else \
+	    echo "nbval: $$nb FAILED after $$(( $$(date +%s) - t0 )) s"; failed="$$failed $$nb"; \
+	  fi; \
+	done; \
+	if [ -n "$$failed" ]; then echo "nbval: failed:$$failed"; exit 1; fi
+
+# Runs every stage even after a failure, then prints one summary line.
+test: $(STAMP)
+	@status=0; summary=""; \
+	for t in lint unit nbval; do \
+	  t0=$$(date +%s); \
+	  if $(MAKE) --no-print-directory $$t; then r=ok; else r=FAILED; status=1; fi; \
+	  summary="$$summary $$t $$r ($$(( $$(date +%s) - t0 )) s);"; \
+	done; \
+	if [ $$status = 0 ]; then r=PASSED; else r=FAILED; fi; echo "make test: $$r:$${summary%;}"; \
+	exit $$status
+
+# -W turns a failed notebook (nb_execution_raise_on_error) or any warning into a non-zero exit.
+# (jupyter-book 1.x has no `python -m` entry point, hence its console script.)
+book: $(STAMP)
+	env $(OFFLINE) $(VENV)/bin/jupyter-book build . --all -W --keep-going
+
+bench: $(STAMP)
+	$(PY) -m specdec_lib.bench
+
+zoo: $(STAMP)
+	$(PY) -m specdec_lib.zoo_train
+
+clean:
+	rm -rf _build .pytest_cache .ruff_cache *.egg-info
+	find . -path ./$(VENV) -prune -o \( -name __pycache__ -o -name .ipynb_checkpoints \) -type d -print \
+	  | xargs rm -rf
+
+distclean: clean
+	rm -rf $(VENV)

@@ -1,0 +1,75 @@
+"""specdec_lib: the library the speculative-decoding course builds, one module per chapter.
+
+Generated from notebooks (edit the notebook, then `make export`):
+    autoregressive  chapter 01  sampling controls, KV-cached decoding, forward-pass cost
+    speculative     chapter 02  the decoding engine, DraftTree, greedy verification, DraftModelProposer
+    rejection       chapter 03  speculative sampling: acceptance, residual, chain verification
+Hand-written support: zoo (offline models), hf (the transformers adapter), checks (exercise checkers),
+bench (benchmarks), _export (the notebook exporter).
+
+`specdec_lib.generate` is the engine with the most general lossless verifier built so far.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+# Names are resolved lazily, so a half-finished chapter never breaks the chapters before it.
+_NAMES = {
+    "SamplingParams": "autoregressive",
+    "process_logits": "autoregressive",
+    "generate_ar": "autoregressive",
+    "DraftTree": "speculative",
+    "Proposer": "speculative",
+    "DraftModelProposer": "speculative",
+    "Generation": "speculative",
+    "Stats": "speculative",
+    "verify_greedy": "speculative",
+    "verify_chain": "rejection",
+    "load_pair": "zoo",
+    "heldout_prompts": "zoo",
+}
+
+
+def __getattr__(name):
+    if name in _NAMES:
+        import importlib
+
+        return getattr(importlib.import_module(f"specdec_lib.{_NAMES[name]}"), name)
+    raise AttributeError(f"module 'specdec_lib' has no attribute {name!r}")
+
+
+def generate(
+    target,
+    prompt_ids,
+    max_new_tokens: int,
+    proposer=None,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    eos_token_id: int | None = None,
+    on_round=None,
+):
+    """Decode `max_new_tokens` after `prompt_ids` with `target`, drafting with `proposer` (None: plain).
+
+    Lossless: greedy output equals plain greedy decoding token for token, and sampled output follows
+    the target's distribution after temperature / top-k / top-p. Returns `.tokens` and `.stats`.
+    """
+    from specdec_lib.rejection import verify_chain
+    from specdec_lib.speculative import generate as engine
+
+    verify = None if temperature == 0 else verify_chain
+    return engine(
+        target,
+        prompt_ids,
+        max_new_tokens,
+        proposer,
+        temperature,
+        top_k,
+        top_p,
+        seed,
+        eos_token_id,
+        verify=verify,
+        on_round=on_round,
+    )

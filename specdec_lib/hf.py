@@ -1,0 +1,148 @@
+"""The one adapter between the course and `transformers` model/cache internals (hand-written).
+
+`transformers` changes its cache API often (4.x `DynamicCache.key_cache` lists became `.layers[i].keys` in
+4.54; 5.x renames more). Every call into model or cache internals goes through these few functions, so a
+new release means editing this file only. Supported: transformers >= 4.56, < 6 (pinned 5.23.0 in
+requirements.txt). Logits come back as fp32 whatever the model's dtype: probability maths is always fp32.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+import torch
+import transformers
+from transformers import DynamicCache
+
+SUPPORTED_TRANSFORMERS = ">=4.56,<6"
+
+
+@dataclass
+class ForwardOut:
+    logits: torch.Tensor  # [n, V] fp32: row i is the next-token distribution after input i
+    hidden: dict[int, torch.Tensor]  # layer index -> [n, d] hidden states (see `forward`)
+
+
+def new_cache(model) -> DynamicCache:
+    try:
+        return DynamicCache(config=model.config)
+    except TypeError:  # older releases take no config
+        return DynamicCache()
+
+
+def cache_length(cache) -> int:
+    return 0 if cache is None else int(cache.get_seq_length())
+
+
+def _layers_kv(cache):
+    """(list of key tensors, list of value tensors, setter) across cache API versions."""
+    if hasattr(cache, "layers"):
+        return [layer.keys for layer in cache.layers], [layer.values for layer in cache.layers]
+    return list(cache.key_cache), list(cache.value_cache)  # pragma: no cover - transformers < 4.54
+
+
+def _set_layers_kv(cache, keys, values):
+    if hasattr(cache, "layers"):
+        for layer, k, v in zip(cache.layers, keys, values, strict=True):
+            layer.keys, layer.values = k, v
+    else:  # pragma: no cover - transformers < 4.54
+        cache.key_cache[:], cache.value_cache[:] = keys, values
+
+
+def crop_cache(cache, length: int) -> None:
+    """Keep the first `length` positions (a chain's rollback)."""
+    excess = cache_length(cache) - length
+    if excess > 0:
+        cache.crop(-excess)  # a negative argument removes tokens in every supported release
+
+
+def keep_cache_slots(cache, start: int, slots: torch.Tensor) -> None:
+    """Keep positions [0, start) followed by positions start + slots (a tree's compaction).
+
+    A crop when `slots` is 0, 1, ..., m-1; otherwise a gather: the accepted nodes' keys and values are
+    copied into place and the rejected branches dropped.
+    """
+    slots = slots.to(torch.long)
+    m = slots.numel()
+    if bool((slots == torch.arange(m, device=slots.device)).all()):
+        crop_cache(cache, start + m)
+        return
+    keys, values = _layers_kv(cache)
+    idx = torch.cat([torch.arange(start, device=slots.device), start + slots])
+    keys = [k.index_select(-2, idx.to(k.device)) for k in keys]
+    values = [v.index_select(-2, idx.to(v.device)) for v in values]
+    _set_layers_kv(cache, keys, values)
+
+
+def cache_kv(cache, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Keys and values of one layer, [batch, heads, positions, head_dim] (for tests and figures)."""
+    keys, values = _layers_kv(cache)
+    return keys[layer], values[layer]
+
+
+_CACHE_KW = "past_key_values"
+
+
+def _cache_kwarg(model) -> str:
+    """The name forward() gives the cache argument (5.x renames `past_key_values` to `cache`)."""
+    params = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in params and "past_key_values" not in params else _CACHE_KW
+
+
+def forward(
+    model,
+    input_ids: torch.Tensor,
+    cache=None,
+    position_ids: torch.Tensor | None = None,
+    tree_mask: torch.Tensor | None = None,
+    hidden_layers: tuple[int, ...] = (),
+) -> ForwardOut:
+    """Run `model` on new tokens `input_ids` ([n] or [1, n]) after what `cache` holds; append to `cache`.
+
+    position_ids: [n] explicit positions (default: cache length + 0..n-1).
+    tree_mask: [n, n] bool, True where new token i may attend to new token j (default: causal). The
+      cached prefix is always visible. Passed to the model as a 4-D additive mask.
+    hidden_layers: which entries of `output_hidden_states` to return (0 = embeddings, i = output of
+      decoder layer i, -1 = the last layer's output after the final norm, as the LM head sees it).
+    """
+    if input_ids.dim() == 1:
+        input_ids = input_ids[None]
+    n = input_ids.shape[1]
+    past = cache_length(cache)
+    kwargs = {"use_cache": cache is not None}
+    if cache is not None:
+        kwargs[_cache_kwarg(model)] = cache
+    if position_ids is not None:
+        kwargs["position_ids"] = position_ids.reshape(1, n).to(input_ids.device)
+    if tree_mask is not None:
+        dtype = next(model.parameters()).dtype
+        allowed = torch.ones(n, past + n, dtype=torch.bool, device=input_ids.device)
+        allowed[:, past:] = tree_mask.to(input_ids.device)
+        mask = torch.zeros(n, past + n, dtype=dtype, device=input_ids.device)
+        mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+        kwargs["attention_mask"] = mask[None, None]
+    if hidden_layers:
+        kwargs["output_hidden_states"] = True
+    out = model(input_ids=input_ids, **kwargs)
+    hidden = {}
+    if hidden_layers:
+        for i in hidden_layers:
+            hidden[i] = out.hidden_states[i][0]
+    return ForwardOut(out.logits[0].float(), hidden)
+
+
+def context_limit(model) -> int:
+    return int(getattr(model.config, "max_position_embeddings", 1 << 30))
+
+
+def vocab_size(model) -> int:
+    return int(model.get_output_embeddings().weight.shape[0])
+
+
+def device_of(model) -> torch.device:
+    return next(model.parameters()).device
+
+
+def version() -> str:
+    return transformers.__version__

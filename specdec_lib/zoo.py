@@ -1,0 +1,155 @@
+"""The offline model zoo: corpus, held-out prompts, and the (target, draft, tokenizer) presets.
+
+Hand-written support code (not generated from a notebook). Nothing here touches the network unless a
+Hugging Face preset is asked for, and those fail fast and clearly when offline.
+
+Corpus rule (recorded in every model card): every ``*.py`` file of the running interpreter's standard
+library, minus ``site-packages`` and test code (any path part named ``test``, ``tests`` or
+``idle_test``, or a file named ``test_*.py``), split **by file** on ``sha1(relative path) % 100``:
+0–89 train, 90–94 validation, 95–99 test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import sysconfig
+from pathlib import Path
+
+import torch
+
+ZOO_DIR = Path(__file__).parent / "models"
+PROMPTS_FILE = Path(__file__).parent / "data" / "prompts.json"
+EXCLUDED_PARTS = {"site-packages", "test", "tests", "idle_test", "__pycache__"}
+SPLIT_RULE = "sha1(relative path) % 100: 0-89 train, 90-94 validation, 95-99 test"
+
+# Hugging Face presets, for a GPU (Colab). Same API as the offline zoo.
+HUB_PRESETS = {
+    "smollm2": ("HuggingFaceTB/SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"),
+    "qwen3": ("Qwen/Qwen3-4B", "Qwen/Qwen3-0.6B"),
+}
+
+
+class ZooUnavailableError(RuntimeError):
+    """A preset cannot be loaded here (offline, or the zoo has not been trained)."""
+
+
+def default_device() -> torch.device:
+    """CUDA when present, else CPU."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+# ----------------------------------------------------------------------------------------- corpus
+def stdlib_root() -> Path:
+    return Path(sysconfig.get_paths()["stdlib"])
+
+
+def split_of(relpath: str) -> str:
+    """The split a file belongs to; a pure function of its path relative to the stdlib root."""
+    bucket = int(hashlib.sha1(relpath.encode()).hexdigest(), 16) % 100
+    return "train" if bucket < 90 else "validation" if bucket < 95 else "test"
+
+
+def corpus_files(split: str | None = None, root: Path | None = None) -> list[tuple[str, Path]]:
+    """Sorted ``(relative path, absolute path)`` of the corpus files, optionally of one split."""
+    root = root or stdlib_root()
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        parts = set(rel.split("/")[:-1])
+        if parts & EXCLUDED_PARTS or path.name.startswith("test_"):
+            continue
+        if split is None or split_of(rel) == split:
+            out.append((rel, path))
+    return out
+
+
+def read_source(path: Path) -> str:
+    return path.read_text(encoding="utf-8", errors="replace")
+
+
+# ---------------------------------------------------------------------------------------- prompts
+def heldout_prompts(n: int | None = None, split: str = "test") -> list[str]:
+    """``n`` held-out prompt strings (all when ``n`` is None), in a fixed order.
+
+    They were cut from files of ``split`` at natural boundaries (just after a ``def``/``class`` line)
+    and committed, so every machine and Python version measures on the same prompts.
+    """
+    if split not in ("test", "validation"):
+        raise ValueError(f"split must be 'test' or 'validation', got {split!r}")
+    data = json.loads(PROMPTS_FILE.read_text())
+    prompts = [p["text"] for p in data[split]]
+    if n is not None:
+        if n < 1 or n > len(prompts):
+            raise ValueError(f"n must be in 1..{len(prompts)} for split {split!r}, got {n}")
+        prompts = prompts[:n]
+    return prompts
+
+
+# ------------------------------------------------------------------------------------------ loading
+def _load_local(name: str, device):
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    folder = ZOO_DIR / name
+    if not (folder / "target" / "model.safetensors").exists():
+        raise ZooUnavailableError(
+            f"zoo preset {name!r} has no weights in {folder}; train it with `python -m specdec_lib.zoo_train`"
+        )
+    tok = PreTrainedTokenizerFast.from_pretrained(folder / "target")
+    models = []
+    for role in ("target", "draft"):
+        m = AutoModelForCausalLM.from_pretrained(folder / role, dtype=torch.float32, local_files_only=True)
+        models.append(m.to(device).eval())
+    return models[0], models[1], tok
+
+
+def _hub_reachable(host: str = "huggingface.co", timeout: float = 3.0) -> bool:
+    try:
+        socket.create_connection((host, 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def _load_hub(name: str, device):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target_id, draft_id = HUB_PRESETS[name]
+    offline = os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
+    if not offline and not _hub_reachable():
+        offline = True  # no network: only a local cache can help; never wait on a hanging download
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    try:
+        tok = AutoTokenizer.from_pretrained(target_id, local_files_only=offline)
+        target = AutoModelForCausalLM.from_pretrained(target_id, dtype=dtype, local_files_only=offline)
+        draft = AutoModelForCausalLM.from_pretrained(draft_id, dtype=dtype, local_files_only=offline)
+    except OSError as e:
+        raise ZooUnavailableError(
+            f"preset {name!r} needs {target_id} and {draft_id} from the Hugging Face hub, which is not "
+            f"reachable here (offline={offline}) and they are not in the local cache. Use "
+            f"load_pair('tiny-code') offline, or run on a machine with internet (e.g. Colab)."
+        ) from e
+    return target.to(device).eval(), draft.to(device).eval(), tok
+
+
+def load_pair(name: str = "tiny-code", device=None):
+    """``(target, draft, tokenizer)`` as ordinary ``transformers`` objects in eval mode.
+
+    ``"tiny-code"`` loads offline from this repository (CPU-sized, trained on the stdlib);
+    ``"smollm2"`` and ``"qwen3"`` come from the Hugging Face hub (for a GPU) and raise
+    :class:`ZooUnavailableError` quickly when offline.
+    """
+    device = torch.device(device) if device is not None else default_device()
+    if name in HUB_PRESETS:
+        return _load_hub(name, device)
+    if (ZOO_DIR / name).is_dir():
+        return _load_local(name, device)
+    known = sorted([p.name for p in ZOO_DIR.iterdir() if p.is_dir()] + list(HUB_PRESETS))
+    raise ValueError(f"unknown zoo preset {name!r}; known: {known}")
+
+
+def model_card(name: str = "tiny-code", role: str = "target") -> dict:
+    """The training card (corpus rule, steps, tokens, wall time, validation loss, bits per byte)."""
+    return json.loads((ZOO_DIR / name / role / "card.json").read_text())

@@ -1,0 +1,397 @@
+"""Train the offline zoo in one command: ``python -m specdec_lib.zoo_train`` (≤ 90 min on 2 CPU cores).
+
+Hand-written support code. Steps, all seeded:
+1. held-out prompts from the validation and test files  -> specdec_lib/data/prompts.json
+2. a byte-level BPE tokenizer on the train files          -> models/tiny-code/*/tokenizer.json
+3. the target: a small Llama trained on the train files   -> models/tiny-code/target/
+4. the draft: one Llama layer (embeddings started from the target's), trained on data and, separately,
+   distilled from the target; the one whose greedy agreement with the target is higher is kept
+   -> models/tiny-code/draft/
+Every model folder gets a ``card.json``: corpus rule, steps, tokens seen, wall time, validation loss and
+bits per byte, the loss curve.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import platform
+import re
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from specdec_lib import zoo
+
+EOS = "<|endoftext|>"
+DEF_LINE = re.compile(r"^\s*(async\s+def|def|class)\s+\w+.*:\s*$")
+
+
+def log(*a):
+    print(f"[{time.strftime('%H:%M:%S')}]", *a, flush=True)
+
+
+# ---------------------------------------------------------------------------------------- prompts
+def cut_prompts(split: str, per_file: int = 3, limit: int = 200) -> list[dict]:
+    """Prefixes that end just after a one-line ``def``/``class`` signature (the model writes the body)."""
+    found = []
+    for rel, path in zoo.corpus_files(split):
+        lines = zoo.read_source(path).splitlines()
+        idx = [i for i, line in enumerate(lines) if i >= 8 and DEF_LINE.match(line)]
+        picks = sorted(
+            {idx[len(idx) * j // (per_file + 1)] for j in range(1, per_file + 1)} if idx else set()
+        )
+        for i in picks:
+            text = "\n".join(lines[max(0, i - 20) : i + 1]) + "\n"
+            while len(text) > 800 and "\n" in text[:-1]:  # drop whole lines from the front
+                text = text[text.index("\n") + 1 :]
+            found.append({"file": rel, "line": i + 1, "text": text})
+    # a fixed shuffle, so the first n prompts come from many files
+    found.sort(key=lambda p: hashlib.sha1(f"{p['file']}:{p['line']}".encode()).hexdigest())
+    return found[:limit]
+
+
+# -------------------------------------------------------------------------------------- tokenizer
+def train_tokenizer(vocab_size: int):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[EOS],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),  # every byte: any text round-trips
+        show_progress=False,
+    )
+    texts = (zoo.read_source(p) for _, p in zoo.corpus_files("train"))
+    tok.train_from_iterator(texts, trainer=trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=EOS,
+        eos_token=EOS,
+        pad_token=EOS,
+        clean_up_tokenization_spaces=False,
+    )
+
+
+def encode_split(tok, split: str) -> tuple[list[torch.Tensor], int]:
+    """One tensor per file, each starting with EOS (so its first token is predicted too); UTF-8 bytes."""
+    seqs, nbytes = [], 0
+    for _, path in zoo.corpus_files(split):
+        text = zoo.read_source(path)
+        nbytes += len(text.encode("utf-8"))
+        seqs.append(torch.tensor([tok.eos_token_id] + tok.encode(text), dtype=torch.long))
+    return seqs, nbytes
+
+
+# ------------------------------------------------------------------------------------------ models
+def llama(vocab: int, d: int, layers: int, heads: int, inter: int, ctx: int, eos: int):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=d,
+        intermediate_size=inter,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+        max_position_embeddings=ctx,
+        tie_word_embeddings=True,
+        bos_token_id=eos,
+        eos_token_id=eos,
+        pad_token_id=eos,
+        rope_theta=10000.0,
+    )
+    return LlamaForCausalLM(cfg)
+
+
+def windows(seqs: list[torch.Tensor], ctx: int, stride: int) -> list[tuple[torch.Tensor, int]]:
+    """Cut each file into windows of ≤ ctx tokens; (window, index of first scored target position)."""
+    out = []
+    for s in seqs:
+        start = 0
+        while True:
+            w = s[start : start + ctx]
+            out.append((w, 0 if start == 0 else ctx - stride))
+            if start + ctx >= len(s):
+                break
+            start += stride
+    return out
+
+
+@torch.inference_mode()
+def evaluate(model, seqs, nbytes: int, ctx: int, max_windows: int | None = None) -> dict:
+    """Mean NLL per token and bits per byte (total NLL / UTF-8 bytes / ln 2) over whole files."""
+    model.eval()
+    ws = windows(seqs, ctx, stride=ctx * 3 // 4)
+    if max_windows:
+        ws = ws[:: max(1, len(ws) // max_windows)][:max_windows]
+    total, count = 0.0, 0
+    for w, first in ws:
+        logits = model(input_ids=w[None]).logits[0, :-1].float()
+        nll = F.cross_entropy(logits, w[1:], reduction="none")[first:]
+        total += nll.sum().item()
+        count += nll.numel()
+    model.train()
+    return {"loss": total / count, "tokens": count, "bpb": total / nbytes / math.log(2)}
+
+
+def train_lm(
+    model, data, steps, batch, ctx, lr, budget_s, seed, val=None, teacher=None, compile=True, name=""
+):
+    """AdamW with warm-up and cosine decay. Progress = max(step/steps, elapsed/budget), so a slower
+    machine still anneals properly and stops on time (the card records where it stopped)."""
+    g = torch.Generator().manual_seed(seed)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
+    fwd = model
+    if compile:
+        try:
+            fwd = torch.compile(model)
+        except Exception as e:  # pragma: no cover - compiler missing
+            log("torch.compile unavailable, eager:", e)
+    model.train()
+    curve, t0, warm, step = [], time.time(), min(100, steps // 10), 0
+    while step < steps:
+        progress = max(step / steps, (time.time() - t0) / budget_s)
+        if progress >= 1:
+            break
+        scale = step / warm if step < warm else 0.1 + 0.45 * (1 + math.cos(math.pi * progress))
+        for group in opt.param_groups:
+            group["lr"] = lr * scale
+        starts = torch.randint(0, len(data) - ctx - 1, (batch,), generator=g)
+        x = torch.stack([data[s : s + ctx + 1] for s in starts.tolist()])
+        logits = fwd(input_ids=x[:, :-1]).logits
+        if teacher is None:
+            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), x[:, 1:].reshape(-1))
+        else:  # distillation: match the target's whole next-token distribution (forward KL)
+            with torch.no_grad():
+                t_logp = F.log_softmax(teacher(input_ids=x[:, :-1]).logits, -1)
+            s_logp = F.log_softmax(logits, -1)
+            loss = F.kl_div(s_logp, t_logp, log_target=True, reduction="batchmean") / ctx
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        step += 1
+        if step % 25 == 0 or step == 1:
+            point = {
+                "step": step,
+                "tokens": step * batch * ctx,
+                "train_loss": round(loss.item(), 4),
+                "minutes": round((time.time() - t0) / 60, 2),
+            }
+            if val is not None and step % 200 == 0:
+                point["val_loss"] = round(evaluate(model, *val, ctx, max_windows=24)["loss"], 4)
+            curve.append(point)
+            log(name, point)
+    return {
+        "steps": step,
+        "tokens_seen": step * batch * ctx,
+        "wall_minutes": round((time.time() - t0) / 60, 2),
+        "curve": curve,
+        "batch": batch,
+        "context": ctx,
+        "peak_lr": lr,
+    }
+
+
+@torch.inference_mode()
+def greedy_agreement(target, draft, tok, prompts, new_tokens=128) -> float:
+    """Along the target's greedy continuation, the fraction of positions where argmax(draft) == argmax(target)."""
+    hit = total = 0
+    for text in prompts:
+        ids = torch.tensor([tok.encode(text)])
+        out = target.generate(
+            ids, max_new_tokens=new_tokens, do_sample=False, eos_token_id=None, pad_token_id=tok.eos_token_id
+        )
+        n = ids.shape[1]
+        t_pred = target(input_ids=out).logits[0, n - 1 : -1].argmax(-1)
+        d_pred = draft(input_ids=out).logits[0, n - 1 : -1].argmax(-1)
+        hit += (t_pred == d_pred).sum().item()
+        total += t_pred.numel()
+    return hit / total
+
+
+def save(model, tok, folder: Path, card: dict):
+    folder.mkdir(parents=True, exist_ok=True)
+    model.to(torch.float16).save_pretrained(folder)  # fp16 storage, loaded as fp32
+    model.to(torch.float32)
+    tok.save_pretrained(folder)
+    (folder / "card.json").write_text(json.dumps(card, indent=1) + "\n")
+
+
+def reload(folder: Path):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--name", default="tiny-code")
+    ap.add_argument("--vocab", type=int, default=4096)
+    ap.add_argument("--ctx", type=int, default=512)
+    ap.add_argument("--target-minutes", type=float, default=60)
+    ap.add_argument("--target-steps", type=int, default=1800)
+    ap.add_argument("--draft-minutes", type=float, default=6, help="for each of the two draft recipes")
+    ap.add_argument("--draft-steps", type=int, default=1500)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: leave torch's default)")
+    args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    t_all = time.time()
+    out = zoo.ZOO_DIR / args.name
+    common = {
+        "corpus": f"CPython {platform.python_version()} standard library *.py without tests; "
+        f"split {zoo.SPLIT_RULE}",
+        "seed": args.seed,
+        "torch": torch.__version__,
+        "device": "cpu",
+        "torch_threads": torch.get_num_threads(),
+    }
+
+    log("prompts")
+    prompts = {s: cut_prompts(s) for s in ("validation", "test")}
+    zoo.PROMPTS_FILE.write_text(
+        json.dumps(
+            {
+                "rule": "20 lines before and including a one-line def/class "
+                "signature, at most 800 chars; three per file; fixed shuffle",
+                "python": platform.python_version(),
+                **prompts,
+            },
+            indent=0,
+        )
+        + "\n"
+    )
+    log({k: len(v) for k, v in prompts.items()})
+
+    log("tokenizer")
+    tok = train_tokenizer(args.vocab)
+    eos = tok.eos_token_id
+    train_seqs, train_bytes = encode_split(tok, "train")
+    val = encode_split(tok, "validation")
+    data = torch.cat(train_seqs)
+    log(
+        f"train: {len(train_seqs)} files, {train_bytes} bytes, {len(data)} tokens "
+        f"({train_bytes / len(data):.2f} bytes/token); validation: {len(val[0])} files, {val[1]} bytes"
+    )
+
+    torch.manual_seed(args.seed)
+    target = llama(args.vocab, d=256, layers=6, heads=4, inter=688, ctx=args.ctx, eos=eos)
+    n_params = sum(p.numel() for p in target.parameters())
+    log(f"target: {n_params / 1e6:.2f}M parameters")
+    rec = train_lm(
+        target,
+        data,
+        args.target_steps,
+        8,
+        args.ctx,
+        2e-3,
+        args.target_minutes * 60,
+        args.seed,
+        val=val,
+        compile=not args.no_compile,
+        name="target",
+    )
+    save(target, tok, out / "target", {})
+    target = reload(out / "target")  # evaluate exactly what ships (fp16-rounded weights)
+    ev = evaluate(target, *val, args.ctx)
+    log("target validation", ev)
+    card = {
+        "role": "target",
+        "architecture": "LlamaForCausalLM",
+        "parameters": n_params,
+        "config": {
+            "hidden": 256,
+            "layers": 6,
+            "heads": 4,
+            "intermediate": 688,
+            "context": args.ctx,
+            "vocab": args.vocab,
+        },
+        **common,
+        **rec,
+        "validation": {
+            "loss_per_token": round(ev["loss"], 4),
+            "bits_per_byte": round(ev["bpb"], 4),
+            "tokens": ev["tokens"],
+            "bytes": val[1],
+        },
+        "train_bytes": train_bytes,
+        "train_tokens_in_corpus": len(data),
+    }
+    save(target, tok, out / "target", card)
+    target.requires_grad_(False)
+
+    # Two draft recipes, same architecture and budget; keep the one the target agrees with more.
+    sel_prompts = [p["text"] for p in prompts["validation"][:50]]
+    candidates = {}
+    for recipe in ("data", "distilled"):
+        torch.manual_seed(args.seed + 1)
+        draft = llama(args.vocab, d=256, layers=1, heads=4, inter=688, ctx=args.ctx, eos=eos)
+        draft.model.embed_tokens.weight.data.copy_(target.model.embed_tokens.weight.data)  # a head start
+        r = train_lm(
+            draft,
+            data,
+            args.draft_steps,
+            8,
+            args.ctx,
+            2e-3,
+            args.draft_minutes * 60,
+            args.seed + 1,
+            teacher=target if recipe == "distilled" else None,
+            compile=not args.no_compile,
+            name=f"draft-{recipe}",
+        )
+        save(draft, tok, out / f"draft-{recipe}", {})
+        draft = reload(out / f"draft-{recipe}")
+        alpha = greedy_agreement(target, draft, tok, sel_prompts)
+        log(f"draft-{recipe}: greedy agreement on 50 validation prompts = {alpha:.3f}")
+        candidates[recipe] = (alpha, draft, r)
+    best = max(candidates, key=lambda k: candidates[k][0])
+    alpha, draft, r = candidates[best]
+    test_alpha = greedy_agreement(target, draft, tok, [p["text"] for p in prompts["test"][:50]])
+    ev = evaluate(draft, *val, args.ctx)
+    card = {
+        "role": "draft",
+        "architecture": "LlamaForCausalLM",
+        "recipe": best,
+        "parameters": sum(p.numel() for p in draft.parameters()),
+        "config": {
+            "hidden": 256,
+            "layers": 1,
+            "heads": 4,
+            "intermediate": 688,
+            "context": args.ctx,
+            "vocab": args.vocab,
+        },
+        "why": "trained on data and distilled from the target (forward KL), same budget; kept the one "
+        "with the higher greedy agreement with the target on 50 validation prompts",
+        "greedy_agreement_validation": {k: round(v[0], 4) for k, v in candidates.items()},
+        "greedy_agreement_test_50_prompts": round(test_alpha, 4),
+        **common,
+        **r,
+        "validation": {"loss_per_token": round(ev["loss"], 4), "bits_per_byte": round(ev["bpb"], 4)},
+    }
+    import shutil
+
+    for recipe in candidates:
+        shutil.rmtree(out / f"draft-{recipe}")
+    save(draft, tok, out / "draft", card)
+    log(f"kept the {best} draft; greedy agreement on 50 test prompts = {test_alpha:.3f}")
+    log(f"zoo done in {(time.time() - t_all) / 60:.1f} min")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""Shared fixtures: tiny random models (any architecture) so engine tests run in seconds on a CPU."""
+
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+torch.set_num_threads(1)  # tiny models: threading only adds overhead
+
+
+def tiny_model(vocab=16, hidden=32, layers=2, seed=0, arch="llama", ctx=128, scale=1.0):
+    """A random causal LM. `scale` multiplies the output embeddings: larger = peakier distributions."""
+    import transformers as tf
+
+    cls = {
+        "llama": (tf.LlamaConfig, tf.LlamaForCausalLM),
+        "qwen2": (tf.Qwen2Config, tf.Qwen2ForCausalLM),
+        "qwen3": (tf.Qwen3Config, tf.Qwen3ForCausalLM),
+    }[arch]
+    torch.manual_seed(seed)
+    cfg = cls[0](
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=ctx,
+        tie_word_embeddings=False,
+        head_dim=hidden // 2,
+    )
+    model = cls[1](cfg).eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(scale)
+    return model
+
+
+@pytest.fixture(scope="session")
+def tiny_pair():
+    """(target, draft): same vocabulary, different weights, peaky enough that drafts are often right."""
+    return tiny_model(seed=0, scale=20.0), tiny_model(seed=1, layers=1, scale=20.0)

@@ -1,0 +1,272 @@
+"""The decoding engine (chapters 01-03): sampling controls, errors, greedy equality, KV rollback,
+and lossless speculative sampling -- exactly (enumeration) and statistically (with a broken variant
+that the test must reject)."""
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from conftest import tiny_model
+from scipy.stats import chisquare
+
+import specdec_lib as sd
+from specdec_lib import hf, rejection
+from specdec_lib.autoregressive import SamplingParams, generate_ar, generate_no_cache, process_logits
+from specdec_lib.speculative import DraftTree, Proposer
+
+PROMPTS = [[1, 2, 3], [5], [7, 7, 7, 7, 0, 3, 9], [15, 14, 13, 12, 11]]
+
+
+# ------------------------------------------------------------------------------ sampling controls
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"temperature": -0.1},
+        {"temperature": float("nan")},
+        {"temperature": 1.0, "top_p": 0.0},
+        {"temperature": 1.0, "top_p": 1.5},
+        {"temperature": 1.0, "top_k": 0},
+    ],
+)
+def test_bad_sampling_arguments_raise(kwargs):
+    with pytest.raises(ValueError):
+        SamplingParams(**kwargs)
+
+
+def test_nan_logits_raise():
+    with pytest.raises(ValueError, match="NaN"):
+        process_logits(torch.tensor([0.0, float("nan")]), SamplingParams(1.0))
+
+
+@pytest.mark.parametrize("t,k,p", [(1.0, None, None), (0.7, None, 0.9), (1.3, 5, None), (0.5, 8, 0.8)])
+def test_process_logits_matches_transformers_warpers(t, k, p):
+    from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+    logits = torch.randn(6, 50, generator=torch.Generator().manual_seed(0)) * 3
+    warpers = LogitsProcessorList([TemperatureLogitsWarper(t)])
+    if k:
+        warpers.append(TopKLogitsWarper(k))
+    if p:
+        warpers.append(TopPLogitsWarper(p))
+    ref = warpers(None, logits.clone()).softmax(-1)
+    ours = process_logits(logits, SamplingParams(t, k, p))
+    torch.testing.assert_close(ours, ref, atol=1e-6, rtol=0)
+
+
+def test_greedy_is_a_point_mass_on_the_argmax():
+    logits = torch.randn(4, 10)
+    probs = process_logits(logits, SamplingParams(0.0))
+    assert torch.equal(probs.argmax(-1), logits.argmax(-1)) and torch.equal(probs.sum(-1), torch.ones(4))
+
+
+# ------------------------------------------------------------------------------------ bad input
+def test_bad_requests_raise(tiny_pair):
+    target, draft = tiny_pair
+    with pytest.raises(ValueError, match="empty"):
+        sd.generate(target, [], 5)
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        sd.generate(target, [1], -1)
+    with pytest.raises(ValueError, match="context"):
+        sd.generate(target, [1] * 120, 20)
+    with pytest.raises(ValueError, match="k"):
+        sd.DraftModelProposer(draft, 0)
+    with pytest.raises(ValueError, match="vocabularies"):
+        sd.generate(target, [1, 2], 5, sd.DraftModelProposer(tiny_model(vocab=20, seed=3), 2))
+    with pytest.raises(ValueError, match="temperature"):
+        sd.generate(target, [1, 2], 5, temperature=-1.0)
+    with pytest.raises(ValueError, match="top_p"):
+        sd.generate(target, [1, 2], 5, temperature=1.0, top_p=1.2)
+
+
+# ---------------------------------------------------------------------------------------- greedy
+def test_cached_decoding_matches_recomputation_and_transformers(tiny_pair):
+    target, _ = tiny_pair
+    for prompt in PROMPTS:
+        ours = generate_ar(target, prompt, 25)
+        assert ours == generate_no_cache(target, prompt, 25)
+        ref = target.generate(torch.tensor([prompt]), max_new_tokens=25, do_sample=False, min_new_tokens=25)
+        assert ours == ref[0, len(prompt) :].tolist()
+
+
+@pytest.mark.parametrize("k", [1, 4, 8])
+def test_greedy_speculative_equals_autoregressive(tiny_pair, k):
+    target, draft = tiny_pair
+    for drafter in (draft, target):  # a poor draft (few accepts) and a perfect one (all accepted)
+        for prompt in PROMPTS:
+            ref = generate_ar(target, prompt, 30)
+            out = sd.generate(target, prompt, 30, sd.DraftModelProposer(drafter, k))
+            assert out.tokens == ref
+            assert out.stats.new_tokens == 30 and sum(out.stats.accepted) + len(out.stats.accepted) == 30
+    perfect = sd.generate(target, PROMPTS[0], 30, sd.DraftModelProposer(target, k)).stats
+    assert perfect.accepted == perfect.drafted  # a perfect draft: every drafted token accepted
+
+
+def test_stops_exactly_at_eos_and_budget(tiny_pair):
+    target, _ = tiny_pair
+    ref = generate_ar(target, PROMPTS[0], 40)
+    eos = ref[17]
+    first = ref.index(eos)
+    for k in (1, 3, 8):
+        out = sd.generate(target, PROMPTS[0], 40, sd.DraftModelProposer(target, k), eos_token_id=eos)
+        assert out.tokens == ref[: first + 1]
+        for n in (0, 1, 2, 7, 13):
+            assert sd.generate(target, PROMPTS[0], n, sd.DraftModelProposer(target, k)).tokens == ref[:n]
+
+
+# ----------------------------------------------------------------------------------- KV rollback
+class ScriptedProposer(Proposer):
+    """Drafts the target's own greedy tokens but breaks position j (j = 0..k cycling), so round after
+    round every accepted length 0..k occurs."""
+
+    def __init__(self, target, k):
+        self.target, self.k, self.round = target, k, 0
+
+    def start(self, target, prompt_ids, sampling, generator, features=None):
+        self.round = 0
+
+    def propose(self, tokens, max_depth):
+        k = min(self.k, max_depth)
+        good = generate_no_cache(self.target, tokens, k)
+        j = self.round % (self.k + 1)
+        self.round += 1
+        if j < k:
+            good[j] = (good[j] + 1) % hf.vocab_size(self.target)
+        return DraftTree.chain(torch.tensor(good))
+
+
+def test_target_cache_after_every_round_equals_fresh_prefill(tiny_pair):
+    target, _ = tiny_pair
+    k, seen = 4, []
+
+    def check(tokens, tree, path, cache):
+        seen.append(len(path))
+        assert hf.cache_length(cache) == len(tokens) - 1
+        fresh = hf.forward(target, tokens).logits[-1]
+        cached = hf.forward(target, tokens[-1:], copy.deepcopy(cache)).logits[-1]
+        torch.testing.assert_close(cached, fresh, atol=1e-5, rtol=0)
+
+    out = sd.generate(target, PROMPTS[2], 40, ScriptedProposer(target, k), on_round=check)
+    assert out.tokens == generate_ar(target, PROMPTS[2], 40)
+    assert set(seen) == set(range(k + 1))  # every accepted length 0..k was exercised
+
+
+# ---------------------------------------------------------------- lossless sampling, exactly
+def two_step_distributions(target, draft, context, sampling):
+    """Processed distributions for every 2-token draft after `context` (vocabulary V):
+    q1 [V], q2 [V, V] (draft after x1), p1 [V], p2 [V, V], p3 [V, V, V] (target)."""
+    V = hf.vocab_size(target)
+    ctx = torch.tensor(context)
+    x1, x2 = torch.meshgrid(torch.arange(V), torch.arange(V), indexing="ij")
+    seqs = torch.cat([ctx.expand(V * V, -1), x1.reshape(-1, 1), x2.reshape(-1, 1)], 1)
+    with torch.no_grad():
+        t_logits = target(input_ids=seqs).logits.float()
+        d_logits = draft(input_ids=seqs).logits.float()
+    n = len(context)
+    p = process_logits(t_logits, sampling)
+    q = process_logits(d_logits, sampling)
+    return q[0, n - 1], q[::V, n], p[0, n - 1], p[::V, n], p[:, n + 1].reshape(V, V, V)
+
+
+def exact_two_token_output(verify, q1, q2, p1, p2, p3, monkeypatch):
+    """P(y1, y2) of one verification round with a 2-token draft (plus, when the round emits only one
+    token, the target's own next token), computed exactly: the draft is enumerated, and the verifier's
+    uniforms are set to one point inside each cell of its accept/reject decisions."""
+    V = len(p1)
+    out = torch.zeros(V, V, dtype=torch.float64)
+    recorded = {}
+
+    def record(probs, generator=None):
+        recorded["probs"] = probs.double()
+        return -1
+
+    monkeypatch.setattr(rejection, "sample_token", record)
+    for a in range(V):
+        for b in range(V):
+            w_draft = float(q1[a] * q2[a, b])
+            if w_draft == 0:
+                continue
+            tree = DraftTree.chain(torch.tensor([a, b]), torch.stack([q1, q2[a]]))
+            p = torch.stack([p1, p2[a], p3[a, b]])
+            t = [min(1.0, float(p1[a] / q1[a])), min(1.0, float(p2[a, b] / q2[a, b]))]
+            for acc0 in (True, False):
+                for acc1 in (True, False):
+                    w = (t[0] if acc0 else 1 - t[0]) * (t[1] if acc1 else 1 - t[1])
+                    if w == 0:
+                        continue
+                    u = torch.tensor(
+                        [t[0] / 2 if acc0 else (1 + t[0]) / 2, t[1] / 2 if acc1 else (1 + t[1]) / 2]
+                    )
+                    monkeypatch.setattr(torch, "rand", lambda *args, _u=u, **kw: _u.clone())
+                    path, _ = verify(tree, p)
+                    r = recorded["probs"]
+                    if len(path) >= 2:
+                        out[a, b] += w_draft * w
+                    elif len(path) == 1:
+                        out[a] += w_draft * w * r
+                    else:  # y1 from the residual, y2 from the target at the next round
+                        out += w_draft * w * r[:, None] * p2.double()
+    return out
+
+
+@pytest.mark.parametrize(
+    "sampling", [SamplingParams(1.0), SamplingParams(0.7, top_p=0.9), SamplingParams(1.0, 4)]
+)
+def test_chain_verification_is_exactly_lossless(sampling, monkeypatch):
+    target, draft = tiny_model(vocab=8, seed=0, scale=3.0), tiny_model(vocab=8, seed=1, layers=1, scale=3.0)
+    q1, q2, p1, p2, p3 = two_step_distributions(target, draft, [1, 2, 3], sampling)
+    got = exact_two_token_output(rejection.verify_chain, q1, q2, p1, p2, p3, monkeypatch)
+    want = p1.double()[:, None] * p2.double()
+    assert (got - want).abs().max() < 1e-6
+
+
+# ------------------------------------------------------------ lossless sampling, statistically
+def sample_two_tokens(verify, q1, q2, p1, p2, p3, n, seed):
+    """n two-token outputs of draft-then-verify rounds (k = 2), as counts over the V x V cells."""
+    g = torch.Generator().manual_seed(seed)
+    V = len(p1)
+    x1 = torch.multinomial(q1, n, replacement=True, generator=g)
+    x2 = torch.multinomial(q2[x1], 1, generator=g)[:, 0]
+    counts = np.zeros((V, V))
+    for a, b in zip(x1.tolist(), x2.tolist(), strict=True):
+        tree = DraftTree.chain(torch.tensor([a, b]), torch.stack([q1, q2[a]]))
+        path, nxt = verify(tree, torch.stack([p1, p2[a], p3[a, b]]), g)
+        emitted = [a, b, nxt][: len(path)] + [nxt]
+        if len(emitted) == 1:  # the next round's first token: the target's own
+            emitted.append(int(torch.multinomial(p2[emitted[0]], 1, generator=g)))
+        counts[emitted[0], emitted[1]] += 1
+    return counts
+
+
+def chi_square_pvalue(counts, probs):
+    expected = probs.double().numpy().reshape(-1) * counts.sum()
+    observed = counts.reshape(-1)
+    big = expected >= 5  # pool the rare cells so the chi-square approximation holds
+    obs = np.append(observed[big], observed[~big].sum())
+    exp = np.append(expected[big], expected[~big].sum())
+    keep = exp > 0
+    return chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue
+
+
+def broken_verify_chain(tree, p, generator=None):
+    """A plausible bug: after a rejection, sample from p instead of the residual norm(max(0, p - q))."""
+    original = rejection.residual
+    rejection.residual = lambda p_, q_: p_
+    try:
+        return rejection.verify_chain(tree, p, generator)
+    finally:
+        rejection.residual = original
+
+
+@pytest.mark.parametrize("sampling", [SamplingParams(1.0), SamplingParams(0.7, top_p=0.9)])
+def test_chain_verification_is_statistically_lossless_and_the_test_has_teeth(sampling):
+    target, draft = tiny_model(vocab=8, seed=0, scale=3.0), tiny_model(vocab=8, seed=1, layers=1, scale=3.0)
+    q1, q2, p1, p2, p3 = two_step_distributions(target, draft, [1, 2, 3], sampling)
+    want = p1[:, None] * p2
+    n = 20_000
+    good = sample_two_tokens(rejection.verify_chain, q1, q2, p1, p2, p3, n, seed=0)
+    bad = sample_two_tokens(broken_verify_chain, q1, q2, p1, p2, p3, n, seed=0)
+    tv_good = 0.5 * np.abs(good / n - want.numpy()).sum()
+    tv_bad = 0.5 * np.abs(bad / n - want.numpy()).sum()
+    assert chi_square_pvalue(good, want) > 1e-3, tv_good
+    assert chi_square_pvalue(bad, want) < 1e-6, tv_bad
