@@ -101,8 +101,9 @@ def forward(
     """Run `model` on new tokens `input_ids` ([n] or [1, n]) after what `cache` holds; append to `cache`.
 
     position_ids: [n] explicit positions (default: cache length + 0..n-1).
-    tree_mask: [n, n] bool, True where new token i may attend to new token j (default: causal). The
-      cached prefix is always visible. Passed to the model as a 4-D additive mask.
+    tree_mask: bool, True where new token i may attend: [n, n] over the new tokens (the cached prefix
+      is then fully visible), or [n, cached + n] over everything (when the cache itself holds branches,
+      as a tree drafter's does). Default: causal. Passed to the model as a 4-D additive mask.
     hidden_layers: which entries of `output_hidden_states` to return (0 = embeddings, i = output of
       decoder layer i, -1 = the last layer's output after the final norm, as the LM head sees it).
     """
@@ -117,8 +118,15 @@ def forward(
         kwargs["position_ids"] = position_ids.reshape(1, n).to(input_ids.device)
     if tree_mask is not None:
         dtype = next(model.parameters()).dtype
-        allowed = torch.ones(n, past + n, dtype=torch.bool, device=input_ids.device)
-        allowed[:, past:] = tree_mask.to(input_ids.device)
+        if tree_mask.shape == (n, past + n):
+            allowed = tree_mask.to(input_ids.device, torch.bool)
+        elif tree_mask.shape == (n, n):
+            allowed = torch.ones(n, past + n, dtype=torch.bool, device=input_ids.device)
+            allowed[:, past:] = tree_mask.to(input_ids.device)
+        else:
+            raise ValueError(
+                f"tree_mask must be [{n}, {n}] or [{n}, {past + n}], got {list(tree_mask.shape)}"
+            )
         mask = torch.zeros(n, past + n, dtype=dtype, device=input_ids.device)
         mask.masked_fill_(~allowed, torch.finfo(dtype).min)
         kwargs["attention_mask"] = mask[None, None]

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import torch
 
-ZOO_DIR = Path(__file__).parent / "models"
+# SPECDEC_ZOO_DIR points elsewhere (e.g. a freshly trained zoo); default: the models shipped in the package
+ZOO_DIR = Path(os.environ.get("SPECDEC_ZOO_DIR", Path(__file__).parent / "models"))
 PROMPTS_FILE = Path(__file__).parent / "data" / "prompts.json"
 EXCLUDED_PARTS = {"site-packages", "test", "tests", "idle_test", "__pycache__"}
 SPLIT_RULE = "sha1(relative path) % 100: 0-89 train, 90-94 validation, 95-99 test"
