@@ -47,8 +47,11 @@ def cut_prompts(split: str, per_file: int = 3, limit: int = 200) -> list[dict]:
             {idx[len(idx) * j // (per_file + 1)] for j in range(1, per_file + 1)} if idx else set()
         )
         for i in picks:
-            text = "\n".join(lines[max(0, i - 20) : i + 1]) + "\n"
-            while len(text) > 800 and "\n" in text[:-1]:  # drop whole lines from the front
+            # End right after the signature's ':' -- not after its newline: byte-level BPE merges a
+            # newline with the indentation that follows, so a lone trailing "\n" token would tell the
+            # model "column 0 comes next" and it would start a new top-level statement.
+            text = "\n".join(lines[max(0, i - 20) : i + 1])
+            while len(text) > 800 and "\n" in text:  # drop whole lines from the front
                 text = text[text.index("\n") + 1 :]
             found.append({"file": rel, "line": i + 1, "text": text})
     # a fixed shuffle, so the first n prompts come from many files
@@ -266,7 +269,7 @@ def main(argv=None):
         json.dumps(
             {
                 "rule": "20 lines before and including a one-line def/class "
-                "signature, at most 800 chars; three per file; fixed shuffle",
+                "signature, ending at its colon, at most 800 chars; three per file; fixed shuffle",
                 "python": platform.python_version(),
                 **prompts,
             },
