@@ -24,9 +24,10 @@ class SamplingParams:
 
     def __post_init__(self):
         t = self.temperature
-        if not isinstance(t, (int, float)) or t != t or t < 0 or t == float("inf"):
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or t != t or t < 0 or t == float("inf"):
             raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {t!r}")
-        if self.top_k is not None and (not isinstance(self.top_k, int) or self.top_k < 1):
+        k = self.top_k
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
             raise ValueError(f"top_k must be a positive integer or None, got {self.top_k!r}")
         if self.top_p is not None and not (isinstance(self.top_p, (int, float)) and 0 < self.top_p <= 1):
             raise ValueError(f"top_p must be in (0, 1] or None, got {self.top_p!r}")
@@ -63,7 +64,7 @@ def process_logits(logits: torch.Tensor, sampling: SamplingParams = SamplingPara
 
 def sample_token(probs: torch.Tensor, generator: torch.Generator | None = None) -> int:
     """Draw one token id from a distribution [V] (a point mass gives its token without using randomness)."""
-    if probs.max() == 1.0:
+    if int((probs > 0).sum()) == 1:  # exactly one possible token: no need to draw
         return int(probs.argmax())
     return int(torch.multinomial(probs, 1, generator=generator))
 

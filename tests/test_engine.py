@@ -270,3 +270,27 @@ def test_chain_verification_is_statistically_lossless_and_the_test_has_teeth(sam
     tv_bad = 0.5 * np.abs(bad / n - want.numpy()).sum()
     assert chi_square_pvalue(good, want) > 1e-3, tv_good
     assert chi_square_pvalue(bad, want) < 1e-6, tv_bad
+
+
+def test_the_whole_engine_samples_the_target_distribution():
+    """End to end (draft sampling, caches, verification, bonus tokens): two-token continuations from
+    `specdec_lib.generate` follow the target's processed distribution; the broken rule is caught."""
+    from specdec_lib.speculative import generate as engine
+
+    target, draft = tiny_model(vocab=8, seed=0, scale=3.0), tiny_model(vocab=8, seed=1, layers=1, scale=3.0)
+    sampling = SamplingParams(0.7, top_p=0.9)
+    _, _, p1, p2, _ = two_step_distributions(target, draft, [1, 2, 3], sampling)
+    want = (p1[:, None] * p2).numpy()
+    proposer = sd.DraftModelProposer(draft, 2)
+
+    def counts(n, verify, seed0):
+        c = np.zeros((8, 8))
+        for s in range(seed0, seed0 + n):
+            out = engine(target, [1, 2, 3], 2, proposer, 0.7, None, 0.9, seed=s, verify=verify)
+            c[out.tokens[0], out.tokens[1]] += 1
+        return c
+
+    good = counts(20_000, rejection.verify_chain, 0)
+    assert chi_square_pvalue(good, torch.tensor(want)) > 1e-3
+    bad = counts(4_000, broken_verify_chain, 10**6)
+    assert chi_square_pvalue(bad, torch.tensor(want)) < 1e-6

@@ -1,0 +1,36 @@
+"""The shared verdict machinery of the exercise checkers."""
+
+from __future__ import annotations
+
+import traceback
+
+CORRECT, INCORRECT, NOT_ATTEMPTED = "correct", "incorrect", "not attempted"
+_ICON = {CORRECT: "✅", INCORRECT: "❌", NOT_ATTEMPTED: "⏳"}
+
+
+class Incorrect(Exception):
+    """Raised inside a checker's cases to report a wrong answer with a hint."""
+
+
+def verdict(exercise: str, fn, cases) -> str:
+    """Run `cases(fn)` (which raises Incorrect on a wrong answer) and print/return the verdict."""
+    if fn is None:
+        status, detail = NOT_ATTEMPTED, "pass your function to the checker"
+    else:
+        try:
+            cases(fn)
+            status, detail = CORRECT, ""
+        except NotImplementedError:
+            status, detail = NOT_ATTEMPTED, "replace `raise NotImplementedError` with your code"
+        except Incorrect as e:
+            status, detail = INCORRECT, str(e)
+        except Exception as e:  # a crash in the learner's code is a wrong answer, shown briefly
+            last = traceback.format_exception_only(type(e), e)[-1].strip()
+            status, detail = INCORRECT, f"your function raised {last}"
+    print(f"{_ICON[status]} {exercise}: {status}" + (f" — {detail}" if detail else ""))
+    return status
+
+
+def expect(condition: bool, hint: str) -> None:
+    if not condition:
+        raise Incorrect(hint)

@@ -1,0 +1,118 @@
+"""The offline model zoo: splits, prompts, tokenizer, loading, and the hub presets' offline failure."""
+
+import time
+
+import pytest
+import torch
+
+from specdec_lib import zoo
+
+
+def test_splits_are_deterministic_and_disjoint():
+    files = zoo.corpus_files()
+    assert len(files) > 300
+    by_split = {s: {rel for rel, _ in zoo.corpus_files(s)} for s in ("train", "validation", "test")}
+    assert sum(len(v) for v in by_split.values()) == len(files)  # every file in exactly one split
+    assert not (by_split["train"] & by_split["validation"] or by_split["train"] & by_split["test"])
+    assert not by_split["validation"] & by_split["test"]
+    assert all(zoo.split_of(rel) == zoo.split_of(rel) for rel in list(by_split["test"])[:20])
+    assert zoo.split_of("json/decoder.py") == zoo.split_of("json/decoder.py")
+    assert all("test" not in rel.split("/")[:-1] for rel, _ in files)
+
+
+def test_heldout_prompts_are_fixed_and_from_heldout_files():
+    import json
+
+    data = json.loads(zoo.PROMPTS_FILE.read_text())
+    for split in ("test", "validation"):
+        prompts = zoo.heldout_prompts(split=split)
+        assert len(prompts) >= 50 and prompts[:5] == zoo.heldout_prompts(5, split)
+        assert all(zoo.split_of(p["file"]) == split for p in data[split])
+    with pytest.raises(ValueError):
+        zoo.heldout_prompts(0)
+    with pytest.raises(ValueError):
+        zoo.heldout_prompts(5, split="train")
+
+
+@pytest.fixture(scope="module")
+def pair():
+    t0 = time.perf_counter()
+    target, draft, tok = zoo.load_pair("tiny-code", device="cpu")
+    return target, draft, tok, time.perf_counter() - t0
+
+
+def test_load_pair_offline(pair):
+    target, draft, tok, seconds = pair
+    assert not target.training and not draft.training
+    assert target.get_output_embeddings().weight.shape[0] == draft.get_output_embeddings().weight.shape[0]
+    assert (
+        target.config.num_hidden_layers >= 4
+        and draft.config.num_hidden_layers < target.config.num_hidden_layers
+    )
+    assert next(target.parameters()).dtype == torch.float32
+    ids = torch.tensor([tok.encode("def add(a, b):\n    return")])
+    with torch.no_grad():
+        logits = target(input_ids=ids).logits
+    assert logits.shape == (1, ids.shape[1], len(tok)) and torch.isfinite(logits).all()
+    print(f"load_pair: {seconds:.2f} s")
+
+
+def test_zoo_cards_record_the_training():
+    for role in ("target", "draft"):
+        card = zoo.model_card("tiny-code", role)
+        for key in ("corpus", "steps", "tokens_seen", "wall_minutes", "validation"):
+            assert key in card, (role, key)
+        assert card["validation"]["bits_per_byte"] > 0
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "def f(x):\n\treturn x ** 2  # ok\n",
+        "naïve café – 東京 🚀 \u200b\r\n",
+        "\x00\x01 trailing  ",
+        "ß" * 50,
+    ],
+)
+def test_tokenizer_round_trips_any_text(pair, text):
+    tok = pair[2]
+    assert tok.decode(tok.encode(text), clean_up_tokenization_spaces=False) == text
+
+
+def test_tokenizer_round_trips_random_unicode(pair):
+    import random
+
+    tok = pair[2]
+    rng = random.Random(0)
+    for _ in range(200):
+        text = "".join(
+            chr(
+                rng.choice(
+                    [rng.randrange(32, 127), rng.randrange(0x80, 0x2FFF), rng.randrange(0x1F300, 0x1FAFF)]
+                )
+            )
+            for _ in range(rng.randrange(1, 40))
+        )
+        assert tok.decode(tok.encode(text)) == text
+
+
+@pytest.mark.parametrize("name", ["smollm2", "qwen3"])
+def test_hub_presets_fail_fast_and_clearly_offline(name, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    t0 = time.perf_counter()
+    with pytest.raises(zoo.ZooUnavailableError, match="Hugging Face hub"):
+        zoo.load_pair(name, device="cpu")
+    assert time.perf_counter() - t0 < 30
+
+
+def test_hub_presets_fail_fast_without_network_even_if_not_marked_offline(monkeypatch):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(zoo, "_hub_reachable", lambda *a, **k: False)  # as on a machine with no network
+    with pytest.raises(zoo.ZooUnavailableError):
+        zoo.load_pair("smollm2", device="cpu")
+
+
+def test_unknown_preset():
+    with pytest.raises(ValueError, match="unknown zoo preset"):
+        zoo.load_pair("nope")
