@@ -4,6 +4,7 @@ Generated from notebooks (edit the notebook, then `make export`):
     autoregressive  chapter 01  sampling controls, KV-cached decoding, forward-pass cost
     speculative     chapter 02  the decoding engine, DraftTree, greedy verification, DraftModelProposer
     rejection       chapter 03  speculative sampling: acceptance, residual, chain verification
+    trees           chapter 04  draft trees: ancestor mask, tree drafting, multi-branch verification
 Hand-written support: zoo (offline models), hf (the transformers adapter), checks (exercise checkers),
 bench (benchmarks), _export (the notebook exporter).
 
@@ -26,6 +27,10 @@ _NAMES = {
     "Stats": "speculative",
     "verify_greedy": "speculative",
     "verify_chain": "rejection",
+    "Tree": "trees",
+    "TreeDraftProposer": "trees",
+    "verify_tree": "trees",
+    "ancestor_mask": "trees",
     "load_pair": "zoo",
     "heldout_prompts": "zoo",
 }
@@ -56,10 +61,9 @@ def generate(
     Lossless: greedy output equals plain greedy decoding token for token, and sampled output follows
     the target's distribution after temperature / top-k / top-p. Returns `.tokens` and `.stats`.
     """
-    from specdec_lib.rejection import verify_chain
     from specdec_lib.speculative import generate as engine
 
-    verify = None if temperature == 0 else verify_chain
+    verify = None if temperature == 0 else _verify_sampled
     return engine(
         target,
         prompt_ids,
@@ -73,3 +77,15 @@ def generate(
         verify=verify,
         on_round=on_round,
     )
+
+
+def _verify_sampled(tree, p, generator=None):
+    """Lossless sampled verification: chapter 03's rule for chains, chapter 04's SpecInfer multi-step
+    speculative sampling for branching trees (the two make the same decisions on a chain)."""
+    if tree.is_chain:
+        from specdec_lib.rejection import verify_chain
+
+        return verify_chain(tree, p, generator)
+    from specdec_lib.trees import verify_tree
+
+    return verify_tree(tree, p, generator)

@@ -1,0 +1,524 @@
+"""Draft trees (chapter 04): tree masks and positions, the tree drafter's caches, greedy equality, and
+SpecInfer's multi-step speculative sampling -- lossless exactly (enumeration) and statistically, with
+known-wrong schemes that the statistical test must reject."""
+
+import copy
+import itertools
+
+import numpy as np
+import pytest
+import torch
+from conftest import tiny_model
+from scipy.stats import chisquare
+
+from specdec_lib import hf, trees
+from specdec_lib.autoregressive import SamplingParams, generate_ar, process_logits
+from specdec_lib.rejection import residual
+from specdec_lib.speculative import generate
+from specdec_lib.trees import Tree, TreeDraftProposer, ancestor_mask, draw_children, verify_tree
+
+PROMPTS = [[1, 2, 3], [5], [7, 7, 7, 7, 0, 3, 9], [15, 14, 13, 12, 11]]
+
+
+@pytest.fixture(scope="module")
+def noisy_pair(tiny_pair):
+    """(target, draft): the draft is the target with a noisy output layer, so it is often right but its
+    ranking often differs: rounds accept long paths, and sometimes a non-first child."""
+    target, _ = tiny_pair
+    draft = copy.deepcopy(target)
+    with torch.no_grad():
+        w = draft.lm_head.weight
+        w.add_(0.6 * w.std() * torch.randn(w.shape, generator=torch.Generator().manual_seed(5)))
+    return target, draft
+
+
+# ---------------------------------------------------------------------------- masks and positions
+def test_flatten_by_hand():
+    tree = Tree.from_paths([[5, 7], [5, 9], [6], [5, 7, 2]])
+    assert tree.tokens.tolist() == [5, 7, 9, 6, 2] and tree.parents.tolist() == [-1, 0, 0, -1, 1]
+    ids, pos, mask = tree.flatten(root=1, prefix_len=10)
+    assert ids.tolist() == [1, 5, 7, 9, 6, 2]
+    assert pos.tolist() == [10, 11, 12, 12, 11, 13]
+    want = [
+        [1, 0, 0, 0, 0, 0],  # root
+        [1, 1, 0, 0, 0, 0],  # 5
+        [1, 1, 1, 0, 0, 0],  # 5 -> 7
+        [1, 1, 0, 1, 0, 0],  # 5 -> 9
+        [1, 0, 0, 0, 1, 0],  # 6
+        [1, 1, 1, 0, 0, 1],  # 5 -> 7 -> 2
+    ]
+    assert mask.tolist() == [[bool(v) for v in r] for r in want]
+    chain = Tree.chain(torch.tensor([4, 4, 4]))
+    assert torch.equal(chain.flatten(0, 3)[2], torch.ones(4, 4, dtype=torch.bool).tril())
+    with pytest.raises(ValueError, match="before"):
+        ancestor_mask([-1, 2, 0])
+
+
+def random_tree(vocab, branching, seed):
+    g = torch.Generator().manual_seed(seed)
+    tokens, parents, level = [], [], [-1]
+    for k in branching:
+        new = []
+        for parent in level:
+            for _ in range(k):
+                new.append(len(tokens))
+                tokens.append(int(torch.randint(vocab, (1,), generator=g)))
+                parents.append(parent)
+        level = new
+    return Tree(torch.tensor(tokens), torch.tensor(parents))
+
+
+def path_to(tree, node):
+    path = []
+    while node >= 0:
+        path.append(node)
+        node = int(tree.parents[node])
+    return path[::-1]
+
+
+def assert_tree_logits_match_paths(model, vocab):
+    prefix = torch.randint(vocab, (7,), generator=torch.Generator().manual_seed(1))
+    tree = random_tree(vocab, (3, 2, 2), seed=2)
+    root = int(prefix[-1])
+    with torch.no_grad():
+        cache = hf.new_cache(model)
+        hf.forward(model, prefix[:-1], cache)
+        ids, pos, mask = tree.flatten(root, len(prefix) - 1)
+        got = hf.forward(model, ids, cache, position_ids=pos, tree_mask=mask).logits
+        # The same tree fed in two passes, the second with a [n, cached + n] mask (the drafter's way).
+        cache2 = hf.new_cache(model)
+        hf.forward(model, prefix[:-1], cache2)
+        split = 4  # root + the first level
+        first = hf.forward(
+            model, ids[:split], cache2, position_ids=pos[:split], tree_mask=mask[:split, :split]
+        )
+        full = torch.cat([torch.ones(len(ids) - split, len(prefix) - 1, dtype=torch.bool), mask[split:]], 1)
+        second = hf.forward(model, ids[split:], cache2, position_ids=pos[split:], tree_mask=full)
+        two_pass = torch.cat([first.logits, second.logits])
+        for i in range(-1, len(tree)):
+            seq = torch.cat([prefix, tree.tokens[path_to(tree, i)]]) if i >= 0 else prefix
+            want = hf.forward(model, seq).logits[-1]
+            assert (got[i + 1] - want).abs().max() <= 1e-4, i
+            assert (two_pass[i + 1] - want).abs().max() <= 1e-4, i
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen3"])
+def test_tree_masked_logits_equal_per_path_logits(arch):
+    assert_tree_logits_match_paths(tiny_model(vocab=16, seed=0, arch=arch, scale=5.0), 16)
+
+
+def test_tree_masked_logits_on_the_zoo_target():
+    from specdec_lib.zoo import load_pair
+
+    target, _, _ = load_pair("tiny-code", device="cpu")
+    assert_tree_logits_match_paths(target, hf.vocab_size(target))
+
+
+# ---------------------------------------------------------------------------------- the drafter
+def test_bad_arguments_raise(tiny_pair):
+    target, draft = tiny_pair
+    for branching in [(), (0,), (2, -1), (1.5,)]:
+        with pytest.raises(ValueError, match="branching"):
+            TreeDraftProposer(draft, branching)
+    with pytest.raises(ValueError, match="mode"):
+        TreeDraftProposer(draft, (2,), mode="beam")
+    with pytest.raises(ValueError, match="vocabularies"):
+        generate(target, [1, 2], 5, TreeDraftProposer(tiny_model(vocab=20, seed=3)))
+
+
+def test_max_depth_is_respected(tiny_pair):
+    target, draft = tiny_pair
+    proposer, prompt = TreeDraftProposer(draft, (3, 2, 1)), torch.tensor(PROMPTS[0])
+    with torch.inference_mode():
+        proposer.start(target, prompt, SamplingParams(), None)
+        assert proposer.propose(prompt, 0) is None
+        for depth, size in [(1, 3), (2, 9), (3, 15), (7, 15)]:
+            proposer.start(target, prompt, SamplingParams(), None)
+            tree = proposer.propose(prompt, depth)
+            assert len(tree) == size and int(tree.depth().max()) == min(depth, 3)
+            assert proposer.forwards == min(depth, 3)  # one draft pass per level (the first: the prompt)
+    for n in (1, 2, 3, 5):
+        out = generate(target, PROMPTS[2], n, TreeDraftProposer(draft, (2, 2, 2, 2)))
+        assert out.tokens == generate_ar(target, PROMPTS[2], n)
+        assert all(d <= n - 1 for d in out.stats.drafted)
+
+
+SHAPES = [(1,), (2,), (1, 1, 1), (3, 2, 1), (2, 2, 2), (4, 1, 1, 1)]
+
+
+@pytest.mark.parametrize("branching", SHAPES)
+def test_greedy_tree_decoding_equals_autoregressive(tiny_pair, branching):
+    target, draft = tiny_pair
+    modes = ["topk", "sample"] if branching == (3, 2, 1) else ["topk"]  # at T = 0 every mode takes the top k
+    for mode in modes:
+        for prompt in PROMPTS:
+            out = generate(target, prompt, 30, TreeDraftProposer(draft, branching, mode))
+            assert out.tokens == generate_ar(target, prompt, 30)
+            assert sum(out.stats.accepted) + len(out.stats.accepted) == 30
+    perfect = generate(target, PROMPTS[0], 30, TreeDraftProposer(target, branching)).stats
+    assert perfect.accepted[:-1] == perfect.drafted[:-1]  # the target as its own draft: all accepted
+
+
+def test_draft_passes_see_the_right_context(tiny_pair):
+    """With the target as the draft and top-k children, every node's children must be the target's own
+    top-k after that node's path: this checks the drafter's tree masks, positions and cache gathers."""
+    target, _ = tiny_pair
+    seen = []
+
+    class Recording(TreeDraftProposer):
+        def propose(self, tokens, max_depth):
+            tree = super().propose(tokens, max_depth)
+            seen.append((tokens.clone(), tree))
+            return tree
+
+    generate(target, PROMPTS[2], 40, Recording(target, (3, 2, 2)))
+    for tokens, tree in seen:
+        kids = tree.children()
+        for node, children in kids.items():
+            seq = torch.cat([tokens, tree.tokens[path_to(tree, node)]]) if node >= 0 else tokens
+            with torch.no_grad():
+                logits = hf.forward(target, seq).logits[-1]
+            assert tree.tokens[children].tolist() == logits.topk(len(children)).indices.tolist()
+
+
+@pytest.mark.parametrize("mode", ["topk", "without_replacement"])
+def test_caches_after_every_round_equal_a_fresh_prefill(noisy_pair, mode):
+    target, draft = noisy_pair
+    proposer = TreeDraftProposer(draft, (3, 2, 2), mode)
+    paths = []
+
+    def check(tokens, tree, path, cache):
+        if tree is not None:
+            kids = tree.children()
+            paths.append([c != kids[int(tree.parents[c])][0] for c in path])  # a non-first child accepted?
+        assert hf.cache_length(cache) == len(tokens) - 1
+        fresh = hf.forward(target, tokens).logits[-1]
+        cached = hf.forward(target, tokens[-1:], copy.deepcopy(cache)).logits[-1]
+        assert (cached - fresh).abs().max() <= 1e-5
+        n = hf.cache_length(proposer.cache)  # the draft's cache: committed tokens only, at most all but one
+        assert n <= len(tokens) - 1
+        fresh = hf.forward(draft, tokens).logits[-1]
+        cached = hf.forward(draft, tokens[n:], copy.deepcopy(proposer.cache)).logits[-1]
+        assert (cached - fresh).abs().max() <= 1e-5
+
+    kwargs = {} if mode == "topk" else {"temperature": 1.0, "seed": 0, "verify": verify_tree}
+    for prompt in PROMPTS:
+        out = generate(target, prompt, 30, proposer, on_round=check, **kwargs)
+        if mode == "topk":
+            assert out.tokens == generate_ar(target, prompt, 30)
+    assert any(any(p) for p in paths), "no round accepted a non-first child: the gather went untested"
+    assert any(len(p) >= 2 and any(p) for p in paths)  # ... and deeper than one level
+
+
+# ------------------------------------------------------------------------- sibling draws (library)
+def test_draw_children_modes():
+    g = torch.Generator().manual_seed(0)
+    q = torch.tensor([0.4, 0.3, 0.2, 0.1, 0.0])
+    logits = torch.tensor([0.0, 3.0, 1.0, 2.0, -1.0])
+    tokens, rows = draw_children(logits, q, 3, "topk", g)
+    assert tokens.tolist() == [1, 3, 2] and rows is None
+    assert draw_children(logits, None, 2, "sample", g)[0].tolist() == [1, 3]  # greedy: top k in any mode
+    tokens, rows = draw_children(logits, q, 3, "sample", g)
+    assert len(tokens) == 3 and torch.equal(rows, q.expand(3, -1))
+    assert len(draw_children(logits, q, 9, "without_replacement", g)[0]) == 4  # only 4 tokens possible
+    pairs = np.zeros((5, 5))
+    for _ in range(4000):
+        tokens, rows = draw_children(logits, q, 2, "without_replacement", g)
+        a, b = tokens.tolist()
+        assert a != b and rows[1, a] == 0
+        assert torch.allclose(rows[0], q) and torch.allclose(rows[1], q * (torch.arange(5) != a) / (1 - q[a]))
+        pairs[a, b] += 1
+    want = np.array(
+        [[float(q[a] * q[b] / (1 - q[a])) if a != b else 0.0 for b in range(5)] for a in range(5)]
+    )
+    assert chi_square_pvalue(pairs, torch.tensor(want)) > 1e-3
+
+
+# --------------------------------------------------------------- lossless sampling: the set-up
+V = 6  # a tiny vocabulary, so every draft outcome can be enumerated
+
+
+def distributions(sampling, vocab=V, context=(1, 2, 3)):
+    """Target p1 [V], p2 [V, V], p3 [V, V, V] and draft q1, q2 (processed) and l1, l2 (raw logits) after
+    `context`, for every two-token continuation."""
+    target = tiny_model(vocab=vocab, seed=0, scale=3.0)
+    draft = tiny_model(vocab=vocab, seed=1, layers=1, scale=3.0)
+    ctx = torch.tensor(context)
+    x1, x2 = torch.meshgrid(torch.arange(vocab), torch.arange(vocab), indexing="ij")
+    seqs = torch.cat([ctx.expand(vocab * vocab, -1), x1.reshape(-1, 1), x2.reshape(-1, 1)], 1)
+    with torch.no_grad():
+        t = target(input_ids=seqs).logits.float()
+        d = draft(input_ids=seqs).logits.float()
+    n = len(context)
+    p = process_logits(t, sampling).double()
+    q = process_logits(d, sampling).double()
+    p, q = p / p.sum(-1, keepdim=True), q / q.sum(-1, keepdim=True)  # sums of exactly 1 in fp64
+    return {
+        "p1": p[0, n - 1],
+        "p2": p[::vocab, n],
+        "p3": p[:, n + 1].reshape(vocab, vocab, vocab),
+        "q1": q[0, n - 1],
+        "q2": q[::vocab, n],
+        "l1": d[0, n - 1],
+        "l2": d[::vocab, n],
+    }
+
+
+# A tree shape: k children of the root; `grand` lists which of them get one child of their own.
+TREE_SHAPES = {"3 children, the first with a child": (3, (0,)), "2 children, each with a child": (2, (0, 1))}
+
+
+def draft_outcomes(mode, k, grand, d):
+    """Every tree the drafter can produce in `mode`: (probability, tokens, q rows or None), nodes ordered
+    [children of the root..., their children in `grand` order]. Probabilities computed independently of
+    the library (successive sampling for without_replacement)."""
+    q1, q2 = d["q1"], d["q2"]
+    if mode == "topk":
+        kids = d["l1"].topk(k).indices.tolist()
+        yield 1.0, kids + [int(d["l2"][kids[c]].argmax()) for c in grand], None
+        return
+    support = [x for x in range(V) if q1[x] > 0]
+    tuples = itertools.product(support, repeat=k) if mode == "sample" else itertools.permutations(support, k)
+    for xs in tuples:
+        w, rows, left = 1.0, [], q1.clone()
+        for x in xs:
+            row = q1 if mode == "sample" else left / left.sum()
+            w *= float(row[x])
+            rows.append(row)
+            if mode == "without_replacement":
+                left = left.clone()
+                left[x] = 0
+        for ys in itertools.product(range(V), repeat=len(grand)):
+            wy = w * float(np.prod([q2[xs[c]][y] for c, y in zip(grand, ys)]))
+            if wy > 0:
+                yield wy, list(xs) + list(ys), torch.stack(rows + [q2[xs[c]] for c in grand])
+
+
+def build(tokens, qrows, k, grand, d):
+    """The Tree and its target rows p: row 0 after the root, then one row after every node."""
+    parents = [-1] * k + list(grand)
+    rows = [d["p1"]] + [d["p2"][x] for x in tokens[:k]]
+    rows += [d["p3"][tokens[c], y] for c, y in zip(grand, tokens[k:])]
+    return Tree(torch.tensor(tokens), torch.tensor(parents), qrows), torch.stack(rows)
+
+
+def mss_cells(tree, p):
+    """Every sequence of accept/reject decisions MSS can take on this tree: (uniforms that realise it,
+    its probability). Thresholds min(1, P(x)/q(x)) are computed here, residual-updated between siblings."""
+    kids, out = tree.children(), []
+
+    def walk(node, us, w):
+        P = p[node + 1]
+        for c in kids.get(node, []):
+            x = int(tree.tokens[c])
+            q = torch.zeros_like(P).index_fill_(0, torch.tensor([x]), 1.0) if tree.q is None else tree.q[c]
+            t = min(1.0, float(P[x] / q[x]))
+            if t > 0:
+                walk(c, us + [t / 2], w * t)
+            if t == 1:
+                return
+            us, w, P = us + [(1 + t) / 2], w * (1 - t), residual(P, q)
+        out.append((us, w))
+
+    walk(-1, [], 1.0)
+    return out
+
+
+@pytest.mark.parametrize("shape", list(TREE_SHAPES))
+@pytest.mark.parametrize("mode", trees.SIBLING_MODES)
+@pytest.mark.parametrize("sampling", [SamplingParams(1.0), SamplingParams(0.8, top_k=4)], ids=["T1", "T08k4"])
+def test_tree_verification_is_exactly_lossless(mode, shape, sampling, monkeypatch):
+    """P(first two emitted tokens) of one round (plus the next round's target token when the round emits
+    only one) summed over every draft outcome and every cell of the verifier's uniforms == p1 x p2."""
+    d = distributions(sampling)
+    k, grand = TREE_SHAPES[shape]
+    recorded = {}
+
+    def record(probs, generator=None):
+        recorded["probs"] = probs.double()
+        return -1
+
+    monkeypatch.setattr(trees, "sample_token", record)
+    got = torch.zeros(V, V, dtype=torch.float64)
+    total = 0.0
+    for w_draft, tokens, qrows in draft_outcomes(mode, k, grand, d):
+        total += w_draft
+        tree, p = build(tokens, qrows, k, grand, d)
+        for us, w in mss_cells(tree, p):
+            queue = list(us)
+            monkeypatch.setattr(torch, "rand", lambda *a, _q=queue, **kw: torch.tensor([_q.pop(0)]))
+            path, _ = verify_tree(tree, p)
+            assert not queue, "verify_tree used fewer uniforms than this cell's decisions"
+            r, emitted, ww = recorded["probs"], tree.tokens[path].tolist(), w_draft * w
+            if len(emitted) >= 2:
+                got[emitted[0], emitted[1]] += ww
+            elif len(emitted) == 1:
+                got[emitted[0]] += ww * r
+            else:  # the first token from P, the second from the target in the next round
+                got += ww * r[:, None] * d["p2"]
+    assert abs(total - 1) < 1e-9
+    want = d["p1"][:, None] * d["p2"]
+    assert (got - want).abs().max() < 1e-6
+
+
+def test_the_exact_test_has_teeth(monkeypatch):
+    """Known-wrong (d): siblings drawn without replacement but verified with the unadjusted q. The same
+    enumeration gives a first-token law that is measurably not p1."""
+    d = distributions(SamplingParams(1.0))
+    k, grand = TREE_SHAPES["3 children, the first with a child"]
+    recorded = {}
+
+    def record(probs, generator=None):
+        recorded["probs"] = probs.double()
+        return -1
+
+    monkeypatch.setattr(trees, "sample_token", record)
+    got = torch.zeros(V, dtype=torch.float64)  # P(first emitted token)
+    for w_draft, tokens, qrows in draft_outcomes("without_replacement", k, grand, d):
+        tree, p = build(tokens, torch.stack([d["q1"]] * k + list(qrows[k:])), k, grand, d)  # the mistake
+        for us, w in mss_cells(tree, p):
+            queue = list(us)
+            monkeypatch.setattr(torch, "rand", lambda *a, _q=queue, **kw: torch.tensor([_q.pop(0)]))
+            path, _ = verify_tree(tree, p)
+            if path:
+                got[int(tree.tokens[path[0]])] += w_draft * w
+            else:
+                got += w_draft * w * recorded["probs"]
+    assert abs(float(got.sum()) - 1) < 1e-9 and (got - d["p1"]).abs().max() > 1e-3
+
+
+# ---------------------------------------------------------------- lossless sampling, statistically
+def chi_square_pvalue(counts, probs):
+    expected = np.asarray(probs, dtype=float).reshape(-1) * counts.sum()
+    observed = counts.reshape(-1)
+    big = expected >= 5  # pool the rare cells so the chi-square approximation holds
+    obs = np.append(observed[big], observed[~big].sum())
+    exp = np.append(expected[big], expected[~big].sum())
+    keep = exp > 0
+    return chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue
+
+
+def draw_trees(mode, k, grand, d, n, g, adjust=True):
+    """n draft trees, drawn vectorised: (tokens [n, k + len(grand)], q rows per tree or None)."""
+    q1, q2 = d["q1"].float(), d["q2"].float()
+    if mode == "topk":
+        kids = d["l1"].topk(k).indices
+        toks = torch.cat([kids, torch.stack([d["l2"][kids[c]].argmax() for c in grand])])
+        return toks.expand(n, -1), [None] * n
+    xs = torch.multinomial(q1.expand(n, -1), k, replacement=(mode == "sample"), generator=g)
+    ys = [torch.multinomial(q2[xs[:, c]], 1, generator=g)[:, 0] for c in grand]
+    toks = torch.cat([xs, torch.stack(ys, 1)], 1)
+    rows = []
+    for i in range(n):
+        left, qs = q1.clone(), []
+        for x in xs[i].tolist():
+            qs.append(left / left.sum() if mode == "without_replacement" and adjust else q1)
+            if mode == "without_replacement":
+                left = left.clone()
+                left[x] = 0
+        rows.append(torch.stack(qs + [q2[xs[i, c]] for c in grand]))
+    return toks, rows
+
+
+def mss_without_residual_update(tree, p, generator=None):
+    """Known-wrong (e): after a rejected sibling, keep P unchanged."""
+    kids, path, node = tree.children(), [], -1
+    while True:
+        P = p[node + 1]
+        for c in kids.get(node, []):
+            x = int(tree.tokens[c])
+            qx = 1.0 if tree.q is None else float(tree.q[c][x])
+            if float(torch.rand(1, generator=generator)) * qx < float(P[x]):
+                path.append(c)
+                node = c
+                break
+        else:
+            return path, int(torch.multinomial(P.float(), 1, generator=generator))
+
+
+def longest_independent_path(tree, p, generator=None):
+    """Known-wrong (b): speculative sampling on every root-to-leaf path independently, keep the longest."""
+    leaves = [i for i in range(len(tree)) if i not in tree.children()]
+    best = None
+    for leaf in leaves:
+        path, P = [], p[0]
+        for c in path_to(tree, leaf):
+            x = int(tree.tokens[c])
+            q = (
+                tree.q[c]
+                if tree.q is not None
+                else torch.zeros_like(P).index_fill_(0, torch.tensor([x]), 1.0)
+            )
+            if float(torch.rand(1, generator=generator)) * float(q[x]) < float(P[x]):
+                path.append(c)
+                P = p[c + 1]
+            else:
+                P = residual(P, q)
+                break
+        if best is None or len(path) > len(best[0]):
+            best = (path, P)
+    return best[0], int(torch.multinomial(best[1].float(), 1, generator=generator))
+
+
+def sample_first_two(verify, mode, k, grand, d, n, seed, adjust=True):
+    g = torch.Generator().manual_seed(seed)
+    toks, rows = draw_trees(mode, k, grand, d, n, g, adjust)
+    p1, p2, p3 = d["p1"].float(), d["p2"].float(), d["p3"].float()
+    parents = torch.tensor([-1] * k + list(grand))
+    counts = np.zeros((V, V))
+    for i in range(n):
+        t = toks[i].tolist()
+        p = torch.cat([p1[None], p2[toks[i, :k]], torch.stack([p3[t[c], y] for c, y in zip(grand, t[k:])])])
+        tree = Tree(toks[i], parents, rows[i])
+        path, nxt = verify(tree, p, g)
+        emitted = [t[c] for c in path] + [nxt]
+        if len(emitted) == 1:  # the next round's first token: the target's own
+            emitted.append(int(torch.multinomial(p2[emitted[0]], 1, generator=g)))
+        counts[emitted[0], emitted[1]] += 1
+    return counts
+
+
+@pytest.mark.parametrize("mode", trees.SIBLING_MODES)
+def test_tree_verification_is_statistically_lossless_and_the_test_has_teeth(mode):
+    d = distributions(SamplingParams(1.0))
+    k, grand = TREE_SHAPES["3 children, the first with a child"]
+    want = (d["p1"][:, None] * d["p2"]).numpy()
+    n = 20_000
+    good = sample_first_two(verify_tree, mode, k, grand, d, n, seed=0)
+    assert chi_square_pvalue(good, want) > 1e-3, 0.5 * np.abs(good / n - want).sum()
+    wrong = {"(e) no residual update": (mss_without_residual_update, True)}
+    if mode == "sample":
+        wrong["(b) longest independent path"] = (longest_independent_path, True)
+    for name, (verify, adjust) in wrong.items():  # a biased scheme is caught with fewer samples
+        bad = sample_first_two(verify, mode, k, grand, d, n // 4, seed=1, adjust=adjust)
+        assert chi_square_pvalue(bad, want) < 1e-6, (name, 0.5 * np.abs(bad / (n // 4) - want).sum())
+
+
+@pytest.mark.parametrize("mode", ["sample", "without_replacement"])
+def test_each_sibling_records_the_distribution_it_was_drawn_from(noisy_pair, mode):
+    """The drafter's q rows, checked against separate draft passes over every node's path: q for i.i.d.
+    siblings; for siblings without replacement, q with the earlier siblings removed, renormalised."""
+    target, draft = noisy_pair
+    sampling, seen = SamplingParams(0.8, top_p=0.95), []
+
+    class Recording(TreeDraftProposer):
+        def propose(self, tokens, max_depth):
+            tree = super().propose(tokens, max_depth)
+            seen.append((tokens.clone(), tree))
+            return tree
+
+    generate(
+        target, PROMPTS[2], 20, Recording(draft, (3, 2), mode), 0.8, None, 0.95, seed=0, verify=verify_tree
+    )
+    for tokens, tree in seen:
+        for node, kids in tree.children().items():
+            seq = torch.cat([tokens, tree.tokens[path_to(tree, node)]]) if node >= 0 else tokens
+            with torch.no_grad():
+                q = process_logits(hf.forward(draft, seq).logits[-1], sampling)
+            left = q.clone()
+            for c in kids:
+                want = q if mode == "sample" else left / left.sum()
+                assert (tree.q[c] - want).abs().max() < 1e-5 and want[tree.tokens[c]] > 0
+                left[tree.tokens[c]] = 0
+            if mode == "without_replacement":
+                assert len(set(tree.tokens[kids].tolist())) == len(kids)
