@@ -1,6 +1,6 @@
 """Benchmarks and the issues' end-to-end checks (hand-written support code; not a pass/fail test).
 
-    python -m specdec_lib.bench lossless            # greedy: speculative == plain AR, 50 prompts x k
+    python -m specdec_lib.bench lossless            # greedy: speculative == plain AR, 50 prompts x k, trees
     python -m specdec_lib.bench speed               # AR vs ours (k = 2, 4, 8) vs transformers assisted
     python -m specdec_lib.bench zoo                 # the zoo's numbers: load time, greedy agreement, sample
 
@@ -28,17 +28,19 @@ def _encode(tok, prompts, device):
 def lossless(args) -> bool:
     target, draft, tok = zoo.load_pair(args.preset)
     prompts = _encode(tok, zoo.heldout_prompts(args.prompts), sd.hf.device_of(target))
+    refs = [generate_ar(target, ids, args.new_tokens) for ids in prompts]
+    proposers = [(f"chain k={k}", lambda k=k: sd.DraftModelProposer(draft, k)) for k in args.ks]
+    proposers += [(f"tree {shape}", lambda s=shape: sd.TreeDraftProposer(draft, s)) for shape in args.trees]
     ok = True
-    for k in args.ks:
+    for name, make in proposers:
         same, taus = 0, []
-        for ids in prompts:
-            ref = generate_ar(target, ids, args.new_tokens)
-            out = sd.generate(target, ids, args.new_tokens, sd.DraftModelProposer(draft, k))
+        for ids, ref in zip(prompts, refs, strict=True):
+            out = sd.generate(target, ids, args.new_tokens, make())
             same += out.tokens == ref
             taus.append(out.stats.tau)
         ok &= same == len(prompts)
         print(
-            f"k={k}: {same}/{len(prompts)} prompts token-identical to plain greedy decoding "
+            f"{name}: {same}/{len(prompts)} prompts token-identical to plain greedy decoding "
             f"({args.new_tokens} new tokens each); mean tau {statistics.mean(taus):.2f}"
         )
     return ok
@@ -184,11 +186,13 @@ def main(argv=None):
     ap.add_argument("--new-tokens", type=int, default=None)
     ap.add_argument("--ks", default=None, help="comma-separated draft lengths")
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--trees", default="3-2-1,3-3-3", help="tree shapes for `lossless`, e.g. 3-2-1,2-2-2-2")
     args = ap.parse_args(argv)
     defaults = {"lossless": (50, 64, "1,4,8"), "speed": (10, 64, "2,4,8"), "zoo": (50, 128, "")}[args.what]
     args.prompts = args.prompts or defaults[0]
     args.new_tokens = args.new_tokens or defaults[1]
     args.ks = [int(k) for k in (args.ks or defaults[2]).split(",") if k]
+    args.trees = [tuple(int(b) for b in t.split("-")) for t in args.trees.split(",") if t]
     ok = {"lossless": lossless, "speed": speed, "zoo": zoo_report}[args.what](args)
     raise SystemExit(0 if ok else 1)
 
