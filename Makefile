@@ -6,9 +6,10 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9]*.ipynb))
-# Notebooks run offline, quietly and headless, with the repo on the path (nbval, book build).
+# Notebooks run offline and quietly, with the repo on the path (nbval, book build). No MPLBACKEND=Agg:
+# kernels must keep the inline backend, or the book pages lose every figure.
 OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 \
-           TRANSFORMERS_VERBOSITY=error PYTHONPATH=$(CURDIR) MPLBACKEND=Agg
+           TRANSFORMERS_VERBOSITY=error PYTHONPATH=$(CURDIR)
 
 .DEFAULT_GOAL := help
 .PHONY: help venv $(VENV) export lint unit nbval test book bench zoo clean distclean
