@@ -5,6 +5,8 @@ Generated from notebooks (edit the notebook, then `make export`):
     speculative     chapter 02  the decoding engine, DraftTree, greedy verification, DraftModelProposer
     rejection       chapter 03  speculative sampling: acceptance, residual, chain verification
     trees           chapter 04  draft trees: ancestor mask, tree drafting, multi-branch verification
+    medusa          chapter 05  Medusa heads, the Medusa tree, typical acceptance (lossy, opt-in)
+    mtp             chapter 06  multi-token prediction: a decoder block, independent heads, sequential modules
 Hand-written support: zoo (offline models), hf (the transformers adapter), checks (exercise checkers),
 bench (benchmarks), _export (the notebook exporter).
 
@@ -31,6 +33,14 @@ _NAMES = {
     "TreeDraftProposer": "trees",
     "verify_tree": "trees",
     "ancestor_mask": "trees",
+    "MedusaHeads": "medusa",
+    "MedusaProposer": "medusa",
+    "medusa_choices": "medusa",
+    "load_medusa": "medusa",
+    "IndependentMTP": "mtp",
+    "SequentialMTP": "mtp",
+    "MTPProposer": "mtp",
+    "load_mtp": "mtp",
     "load_pair": "zoo",
     "heldout_prompts": "zoo",
 }

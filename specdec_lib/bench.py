@@ -1,7 +1,8 @@
 """Benchmarks and the issues' end-to-end checks (hand-written support code; not a pass/fail test).
 
-    python -m specdec_lib.bench lossless            # greedy: speculative == plain AR, 50 prompts x k, trees
+    python -m specdec_lib.bench lossless            # greedy == plain AR, 50 prompts, every method (--methods)
     python -m specdec_lib.bench speed               # AR vs ours (k = 2, 4, 8) vs transformers assisted
+    python -m specdec_lib.bench speed-methods --methods chain:3,tree:3-3-1,medusa:16   # interleaved timings
     python -m specdec_lib.bench zoo                 # the zoo's numbers: load time, greedy agreement, sample
 
 Everything runs on the zoo pair and the committed held-out prompts, in one process, and prints medians.
@@ -25,24 +26,68 @@ def _encode(tok, prompts, device):
     return [torch.tensor(tok.encode(p), device=device) for p in prompts]
 
 
+def make_proposer(spec: str, target, draft):
+    """A proposer factory from a short spec: chain:K, tree:3-3-1, medusa:NODES, mtp-independent[:D],
+    mtp-sequential[:D] (the last three use the zoo's trained heads)."""
+    kind, _, arg = spec.partition(":")
+    if kind == "chain":
+        return lambda: sd.DraftModelProposer(draft, int(arg))
+    if kind == "tree":
+        shape = tuple(int(b) for b in arg.split("-"))
+        return lambda: sd.TreeDraftProposer(draft, shape)
+    if kind == "medusa":
+        from specdec_lib.medusa import MedusaProposer, load_medusa, medusa_choices
+
+        heads, card = load_medusa(target)
+        choices = medusa_choices(torch.tensor(card["validation_accuracy"]["top_i"]), int(arg or 16))
+        return lambda: MedusaProposer(heads, choices)
+    if kind in ("mtp-independent", "mtp-sequential"):
+        from specdec_lib.mtp import MTPProposer, load_mtp
+
+        mtp, _ = load_mtp(target, kind.split("-")[1])
+        return lambda: MTPProposer(mtp, int(arg) if arg else None)
+    raise ValueError(f"unknown method spec {spec!r}")
+
+
 def lossless(args) -> bool:
+    """Greedy: every method == plain AR on held-out prompts; tau and one-run tokens/s; with
+    --temperature > 0 also tau under lossless sampling (one seed per prompt)."""
     target, draft, tok = zoo.load_pair(args.preset)
     prompts = _encode(tok, zoo.heldout_prompts(args.prompts), sd.hf.device_of(target))
-    refs = [generate_ar(target, ids, args.new_tokens) for ids in prompts]
-    proposers = [(f"chain k={k}", lambda k=k: sd.DraftModelProposer(draft, k)) for k in args.ks]
-    proposers += [(f"tree {shape}", lambda s=shape: sd.TreeDraftProposer(draft, s)) for shape in args.trees]
+    refs, ar_time = [], 0.0
+    for ids in prompts:
+        ref, dt = _timed(lambda ids=ids: generate_ar(target, ids, args.new_tokens))
+        refs.append(ref)
+        ar_time += dt
+    n_tok = len(prompts) * args.new_tokens
+    print(f"plain AR: {n_tok / ar_time:.1f} tokens/s ({len(prompts)} prompts x {args.new_tokens} tokens)")
     ok = True
-    for name, make in proposers:
-        same, taus = 0, []
+    for spec in args.methods:
+        make = make_proposer(spec, target, draft)
+        same, taus, spent, by_pos = 0, [], 0.0, []
         for ids, ref in zip(prompts, refs, strict=True):
-            out = sd.generate(target, ids, args.new_tokens, make())
+            out, dt = _timed(lambda ids=ids, make=make: sd.generate(target, ids, args.new_tokens, make()))
             same += out.tokens == ref
             taus.append(out.stats.tau)
+            by_pos.append(out.stats.acceptance_by_position())
+            spent += dt
         ok &= same == len(prompts)
-        print(
-            f"{name}: {same}/{len(prompts)} prompts token-identical to plain greedy decoding "
-            f"({args.new_tokens} new tokens each); mean tau {statistics.mean(taus):.2f}"
+        depth = max(len(a) for a in by_pos)
+        alpha = [statistics.mean(a[d] for a in by_pos if len(a) > d and a[d] == a[d]) for d in range(depth)]
+        line = (
+            f"{spec}: {same}/{len(prompts)} token-identical to plain greedy; T=0 tau {statistics.mean(taus):.2f}; "
+            f"acceptance by depth {' '.join(f'{a:.2f}' for a in alpha)}; "
+            f"{n_tok / spent:.1f} tokens/s = {ar_time / spent:.2f}x AR (one run)"
         )
+        if args.temperature > 0:
+            t_taus = [
+                sd.generate(
+                    target, ids, args.new_tokens, make(), temperature=args.temperature, seed=i
+                ).stats.tau
+                for i, ids in enumerate(prompts)
+            ]
+            line += f"; T={args.temperature:g} tau {statistics.mean(t_taus):.2f}"
+        print(line, flush=True)
     return ok
 
 
@@ -102,12 +147,24 @@ def speed(args) -> bool:
             )
         return out[0, len(ids) :].tolist(), 1.0
 
+    def spec(name):
+        make = make_proposer(name, target, draft)
+
+        def run(ids):
+            out = sd.generate(target, ids, n, make(), eos_token_id=eos)
+            return out.tokens, out.stats.tau
+
+        return run
+
     methods = [("ours, plain AR", 0, ours(0)), ("transformers generate (no draft)", 0, hf_plain)]
-    for k in args.ks:
-        methods.append(("ours, draft model", k, ours(k)))
-    for k in args.ks:
-        methods.append(("transformers assisted (constant k)", k, theirs(k)))
-    methods.append(("transformers assisted (its defaults)", "dyn", theirs(None)))
+    if args.what == "speed":
+        for k in args.ks:
+            methods.append(("ours, draft model", k, ours(k)))
+        for k in args.ks:
+            methods.append(("transformers assisted (constant k)", k, theirs(k)))
+        methods.append(("transformers assisted (its defaults)", "dyn", theirs(None)))
+    else:  # speed-methods: the --methods specs, interleaved with plain AR
+        methods += [(f"ours, {m}", "-", spec(m)) for m in args.methods]
 
     for _, _, run in methods:  # warm up every path once
         run(prompts[0][:16])
@@ -180,20 +237,30 @@ def zoo_report(args) -> bool:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["lossless", "speed", "zoo"], nargs="?", default="speed")
+    ap.add_argument("what", choices=["lossless", "speed", "speed-methods", "zoo"], nargs="?", default="speed")
     ap.add_argument("--preset", default="tiny-code")
     ap.add_argument("--prompts", type=int, default=None)
     ap.add_argument("--new-tokens", type=int, default=None)
     ap.add_argument("--ks", default=None, help="comma-separated draft lengths")
     ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--trees", default="3-2-1,3-3-3", help="tree shapes for `lossless`, e.g. 3-2-1,2-2-2-2")
+    ap.add_argument(
+        "--methods",
+        default="chain:1,chain:4,chain:8,tree:3-2-1,tree:3-3-3,medusa:16,mtp-independent,mtp-sequential",
+        help="for `lossless`: comma-separated specs, e.g. chain:3,tree:3-3-1,medusa:16,mtp-sequential:2",
+    )
+    ap.add_argument("--temperature", type=float, default=0.0, help="for `lossless`: also tau at this T")
     args = ap.parse_args(argv)
-    defaults = {"lossless": (50, 64, "1,4,8"), "speed": (10, 64, "2,4,8"), "zoo": (50, 128, "")}[args.what]
+    defaults = {
+        "lossless": (50, 64, "1,4,8"),
+        "speed": (10, 64, "2,4,8"),
+        "speed-methods": (10, 64, ""),
+        "zoo": (50, 128, ""),
+    }[args.what]
     args.prompts = args.prompts or defaults[0]
     args.new_tokens = args.new_tokens or defaults[1]
     args.ks = [int(k) for k in (args.ks or defaults[2]).split(",") if k]
-    args.trees = [tuple(int(b) for b in t.split("-")) for t in args.trees.split(",") if t]
-    ok = {"lossless": lossless, "speed": speed, "zoo": zoo_report}[args.what](args)
+    args.methods = [m for m in args.methods.split(",") if m]
+    ok = {"lossless": lossless, "speed": speed, "speed-methods": speed, "zoo": zoo_report}[args.what](args)
     raise SystemExit(0 if ok else 1)
 
 

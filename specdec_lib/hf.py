@@ -8,6 +8,7 @@ requirements.txt). Logits come back as fp32 whatever the model's dtype: probabil
 
 from __future__ import annotations
 
+import functools
 import inspect
 from dataclasses import dataclass
 
@@ -86,7 +87,12 @@ _CACHE_KW = "past_key_values"
 
 def _cache_kwarg(model) -> str:
     """The name forward() gives the cache argument (5.x renames `past_key_values` to `cache`)."""
-    params = inspect.signature(model.forward).parameters
+    return _cache_kwarg_of(type(model))
+
+
+@functools.cache
+def _cache_kwarg_of(cls) -> str:  # inspect.signature costs ~0.1 ms: once per model class
+    params = inspect.signature(cls.forward).parameters
     return "cache" if "cache" in params and "past_key_values" not in params else _CACHE_KW
 
 
@@ -154,3 +160,50 @@ def device_of(model) -> torch.device:
 
 def version() -> str:
     return transformers.__version__
+
+
+# ---- model parts that proposers built on the target's own weights need (chapters 05+) ----
+def lm_head(model) -> torch.nn.Module:
+    """The output projection (hidden -> vocabulary logits)."""
+    return model.get_output_embeddings()
+
+
+def embeddings(model) -> torch.nn.Module:
+    """The input token embedding table."""
+    return model.get_input_embeddings()
+
+
+def final_norm(model) -> torch.nn.Module:
+    """The norm applied to the last decoder layer's output before the LM head."""
+    return model.model.norm
+
+
+def num_layers(model) -> int:
+    return int(model.config.num_hidden_layers)
+
+
+def decoder_layer(model, i: int) -> torch.nn.Module:
+    return model.model.layers[i]
+
+
+def block_config(model) -> dict:
+    """The sizes a Llama-style decoder block needs to match this model's layers."""
+    c = model.config
+    heads = int(c.num_attention_heads)
+    rope = getattr(c, "rope_parameters", None) or {}
+    return {
+        "hidden": int(c.hidden_size),
+        "heads": heads,
+        "kv_heads": int(getattr(c, "num_key_value_heads", None) or heads),
+        "head_dim": int(getattr(c, "head_dim", None) or c.hidden_size // heads),
+        "intermediate": int(c.intermediate_size),
+        "rope_theta": float(rope.get("rope_theta", getattr(c, "rope_theta", 10000.0))),
+        "eps": float(getattr(c, "rms_norm_eps", 1e-6)),
+    }
+
+
+def hidden_states(model, ids: torch.Tensor, layers: tuple[int, ...]) -> dict[int, torch.Tensor]:
+    """Hidden states of a batch [B, T] (no cache, causal), for training proposers on a frozen target:
+    {layer: [B, T, d]} with the same layer numbering as `forward`'s `hidden_layers`."""
+    out = model(input_ids=ids, output_hidden_states=True, use_cache=False)
+    return {i: out.hidden_states[i] for i in layers}

@@ -71,6 +71,34 @@ def read_source(path: Path) -> str:
     return path.read_text(encoding="utf-8", errors="replace")
 
 
+def token_batches(
+    tok,
+    split: str = "train",
+    batch: int = 8,
+    length: int = 256,
+    max_batches: int | None = None,
+    seed: int = 0,
+):
+    """Training batches [batch, length] of token ids from one split of the corpus, files in a seeded
+    shuffled order, each file starting with EOS; stops after `max_batches` (None: the whole split)."""
+    files = corpus_files(split)
+    order = torch.randperm(len(files), generator=torch.Generator().manual_seed(seed)).tolist()
+    need = None if max_batches is None else max_batches * batch * length
+    chunks, total = [], 0
+    for i in order:
+        ids = [tok.eos_token_id] + tok.encode(read_source(files[i][1]))
+        chunks.append(torch.tensor(ids, dtype=torch.long))
+        total += len(ids)
+        if need is not None and total >= need:
+            break
+    stream = torch.cat(chunks)
+    rows = len(stream) // length
+    windows = stream[: rows * length].view(rows, length)
+    windows = windows[torch.randperm(rows, generator=torch.Generator().manual_seed(seed + 1))]
+    n = rows // batch if max_batches is None else min(max_batches, rows // batch)
+    return [windows[b * batch : (b + 1) * batch] for b in range(n)]
+
+
 # ---------------------------------------------------------------------------------------- prompts
 def heldout_prompts(n: int | None = None, split: str = "test") -> list[str]:
     """``n`` held-out prompt strings (all when ``n`` is None), in a fixed order.
@@ -149,6 +177,33 @@ def load_pair(name: str = "tiny-code", device=None):
         return _load_local(name, device)
     known = sorted([p.name for p in ZOO_DIR.iterdir() if p.is_dir()] + list(HUB_PRESETS))
     raise ValueError(f"unknown zoo preset {name!r}; known: {known}")
+
+
+def save_weights(module, name: str, card: dict, preset: str = "tiny-code") -> Path:
+    """Store a proposer's trained weights (fp16 safetensors) and its card in the zoo."""
+    from safetensors.torch import save_file
+
+    folder = ZOO_DIR / preset / name
+    folder.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().to("cpu", torch.float16).contiguous() for k, v in module.state_dict().items()}
+    save_file(state, folder / "model.safetensors")
+    (folder / "card.json").write_text(json.dumps(card, indent=1) + "\n")
+    return folder
+
+
+def load_weights(name: str, preset: str = "tiny-code", device=None) -> tuple[dict, dict]:
+    """(fp32 state dict, card) of a proposer the zoo ships, e.g. "medusa", "mtp-independent"."""
+    from safetensors.torch import load_file
+
+    folder = ZOO_DIR / preset / name
+    if not (folder / "model.safetensors").exists():
+        raise ZooUnavailableError(
+            f"the zoo has no {name!r} weights for preset {preset!r} (looked in {folder}); "
+            f"train them with `python -m specdec_lib.zoo_train --stage heads`"
+        )
+    device = torch.device(device) if device is not None else default_device()
+    state = {k: v.to(device, torch.float32) for k, v in load_file(folder / "model.safetensors").items()}
+    return state, json.loads((folder / "card.json").read_text())
 
 
 def model_card(name: str = "tiny-code", role: str = "target") -> dict:

@@ -237,6 +237,96 @@ def reload(folder: Path):
     return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
 
 
+# ------------------------------------------------------------------------- proposer heads (ch05-06)
+def train_heads(
+    name: str, minutes: float, seed: int, batch: int = 8, length: int = 256, max_steps: int = 4000
+):
+    """Medusa heads, independent MTP heads and sequential MTP modules, trained together on the frozen
+    target: one target forward per batch feeds all three (AdamW, warm-up, cosine; time-budgeted)."""
+    from specdec_lib import hf
+    from specdec_lib.medusa import MedusaHeads, head_accuracy, medusa_loss
+    from specdec_lib.mtp import (
+        IndependentMTP,
+        SequentialMTP,
+        depth_accuracy,
+        independent_mtp_loss,
+        sequential_mtp_loss,
+    )
+
+    target, _, tok = zoo.load_pair(name, device="cpu")
+    target.requires_grad_(False)
+    torch.manual_seed(seed)
+    models = {
+        "medusa": MedusaHeads.for_target(target, num_heads=3, train_projection=False),
+        "mtp-independent": IndependentMTP(target, num_heads=3),
+        "mtp-sequential": SequentialMTP(target, depth=3),
+    }
+    losses = {
+        "medusa": lambda m, f, ids: medusa_loss(m, f[-1], ids),
+        "mtp-independent": lambda m, f, ids: independent_mtp_loss(m, f[hf.num_layers(target) - 1], ids),
+        "mtp-sequential": lambda m, f, ids: sequential_mtp_loss(m, f[-1], ids),
+    }
+    lrs = {"medusa": 2e-3, "mtp-independent": 1e-3, "mtp-sequential": 1e-3}
+    opts = {k: torch.optim.AdamW(m.parameters(), lr=lrs[k], weight_decay=0.0) for k, m in models.items()}
+    batches = zoo.token_batches(tok, "train", batch, length, max_batches=max_steps, seed=seed)
+    log(f"heads: {len(batches)} batches of {batch}x{length} tokens available; budget {minutes} min")
+    budget, t0, warm = minutes * 60, time.time(), 20
+    layers = (hf.num_layers(target) - 1, -1)
+    step, last = 0, {}
+    for step, ids in enumerate(batches):
+        progress = max(step / len(batches), (time.time() - t0) / budget)
+        if progress >= 1:
+            break
+        scale = min(1.0, (step + 1) / warm) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+        with torch.no_grad():
+            feats = hf.hidden_states(target, ids, layers)
+        for k, m in models.items():
+            for g in opts[k].param_groups:
+                g["lr"] = lrs[k] * scale
+            loss, per = losses[k](m, feats, ids)
+            opts[k].zero_grad()
+            loss.backward()
+            opts[k].step()
+            last[k] = [round(x, 3) for x in per.tolist()]
+        if step % 50 == 0:
+            log(f"heads step {step} ({(time.time() - t0) / 60:.1f} min): per-depth CE {last}")
+    wall = (time.time() - t0) / 60
+    val = zoo.token_batches(tok, "validation", batch, length, max_batches=40, seed=seed)
+    out = zoo.ZOO_DIR / name
+    for k, m in models.items():
+        m.eval()
+        if k == "medusa":
+            acc = head_accuracy(m, target, val, top=10)
+            accuracy = {
+                "top1": [round(float(a), 4) for a in acc[:, 0]],
+                "top_i": [[round(float(x), 4) for x in row] for row in acc],
+            }
+        else:
+            accuracy = {"top1": [round(float(a), 4) for a in depth_accuracy(m, target, val)]}
+        card = {
+            "role": k,
+            "for_target": f"{name}/target",
+            "parameters": sum(p.numel() for p in m.parameters()),
+            "config": {
+                "medusa": {"num_heads": 3, "train_projection": False},
+                "mtp-independent": {"num_heads": 3},
+                "mtp-sequential": {"depth": 3},
+            }[k],
+            "steps": step,
+            "tokens_seen": step * batch * length,
+            "wall_minutes": round(wall, 1),
+            "lr": lrs[k],
+            "seed": seed,
+            "validation_tokens_per_depth": "40 batches of 8x256 validation tokens, teacher-forced",
+            "validation_accuracy": accuracy,
+            "last_train_ce": last[k],
+            "torch": torch.__version__,
+        }
+        zoo.save_weights(m, k, card, preset=name)
+        log(f"{k}: {card['parameters'] / 1e6:.2f}M parameters, validation top-1 by depth {accuracy['top1']}")
+    log(f"heads saved under {out} ({wall:.1f} min of training)")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--name", default="tiny-code")
@@ -249,9 +339,13 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: leave torch's default)")
+    ap.add_argument("--stage", choices=["all", "heads"], default="all", help="heads: only the ch05-06 heads")
+    ap.add_argument("--heads-minutes", type=float, default=24, help="Medusa + both MTP variants, together")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.stage == "heads":
+        return train_heads(args.name, args.heads_minutes, args.seed)
     t_all = time.time()
     out = zoo.ZOO_DIR / args.name
     common = {
@@ -393,6 +487,7 @@ def main(argv=None):
         shutil.rmtree(out / f"draft-{recipe}")
     save(draft, tok, out / "draft", card)
     log(f"kept the {best} draft; greedy agreement on 50 test prompts = {test_alpha:.3f}")
+    train_heads(args.name, args.heads_minutes, args.seed)
     log(f"zoo done in {(time.time() - t_all) / 60:.1f} min")
 
 

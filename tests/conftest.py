@@ -2,8 +2,10 @@
 
 import os
 
+import numpy as np
 import pytest
 import torch
+from scipy.stats import chisquare
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -41,3 +43,14 @@ def tiny_model(vocab=16, hidden=32, layers=2, seed=0, arch="llama", ctx=128, sca
 def tiny_pair():
     """(target, draft): same vocabulary, different weights, peaky enough that drafts are often right."""
     return tiny_model(seed=0, scale=20.0), tiny_model(seed=1, layers=1, scale=20.0)
+
+
+def chi_square_pvalue(counts, probs):
+    """Chi-square goodness of fit of observed `counts` to `probs` (same shape), rare cells pooled."""
+    expected = np.asarray(probs, dtype=float).reshape(-1) * counts.sum()
+    observed = np.asarray(counts, dtype=float).reshape(-1)
+    big = expected >= 5  # pool the rare cells so the chi-square approximation holds
+    obs = np.append(observed[big], observed[~big].sum())
+    exp = np.append(expected[big], expected[~big].sum())
+    keep = exp > 0
+    return chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue

@@ -7,8 +7,7 @@ import copy
 import numpy as np
 import pytest
 import torch
-from conftest import tiny_model
-from scipy.stats import chisquare
+from conftest import chi_square_pvalue, tiny_model
 
 import specdec_lib as sd
 from specdec_lib import hf, rejection
@@ -236,16 +235,6 @@ def sample_two_tokens(verify, q1, q2, p1, p2, p3, n, seed):
             emitted.append(int(torch.multinomial(p2[emitted[0]], 1, generator=g)))
         counts[emitted[0], emitted[1]] += 1
     return counts
-
-
-def chi_square_pvalue(counts, probs):
-    expected = probs.double().numpy().reshape(-1) * counts.sum()
-    observed = counts.reshape(-1)
-    big = expected >= 5  # pool the rare cells so the chi-square approximation holds
-    obs = np.append(observed[big], observed[~big].sum())
-    exp = np.append(expected[big], expected[~big].sum())
-    keep = exp > 0
-    return chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue
 
 
 def broken_verify_chain(tree, p, generator=None):

@@ -8,8 +8,7 @@ import itertools
 import numpy as np
 import pytest
 import torch
-from conftest import tiny_model
-from scipy.stats import chisquare
+from conftest import chi_square_pvalue, tiny_model
 
 from specdec_lib import hf, trees
 from specdec_lib.autoregressive import SamplingParams, generate_ar, process_logits
@@ -388,16 +387,6 @@ def test_the_exact_test_has_teeth(monkeypatch):
 
 
 # ---------------------------------------------------------------- lossless sampling, statistically
-def chi_square_pvalue(counts, probs):
-    expected = np.asarray(probs, dtype=float).reshape(-1) * counts.sum()
-    observed = counts.reshape(-1)
-    big = expected >= 5  # pool the rare cells so the chi-square approximation holds
-    obs = np.append(observed[big], observed[~big].sum())
-    exp = np.append(expected[big], expected[~big].sum())
-    keep = exp > 0
-    return chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue
-
-
 def draw_trees(mode, k, grand, d, n, g, adjust=True):
     """n draft trees, drawn vectorised: (tokens [n, k + len(grand)], q rows per tree or None)."""
     q1, q2 = d["q1"].float(), d["q2"].float()

@@ -63,6 +63,26 @@ def test_zoo_cards_record_the_training():
         for key in ("corpus", "steps", "tokens_seen", "wall_minutes", "validation"):
             assert key in card, (role, key)
         assert card["validation"]["bits_per_byte"] > 0
+    for role, depth in (
+        ("medusa", "num_heads"),
+        ("mtp-independent", "num_heads"),
+        ("mtp-sequential", "depth"),
+    ):
+        card = zoo.model_card("tiny-code", role)
+        for key in ("for_target", "steps", "tokens_seen", "wall_minutes", "validation_accuracy", "config"):
+            assert key in card, (role, key)
+        assert len(card["validation_accuracy"]["top1"]) == card["config"][depth]
+
+
+def test_zoo_fits_the_size_budget():
+    """Everything the zoo commits (weights, tokenizers, cards) stays under 30 MB."""
+    total = sum(f.stat().st_size for f in (zoo.ZOO_DIR / "tiny-code").rglob("*") if f.is_file())
+    assert total < 30e6, f"{total / 1e6:.1f} MB"
+
+
+def test_missing_weights_raise_a_clear_error():
+    with pytest.raises(zoo.ZooUnavailableError, match="zoo_train"):
+        zoo.load_weights("no-such-proposer")
 
 
 @pytest.mark.parametrize(

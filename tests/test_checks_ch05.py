@@ -1,0 +1,91 @@
+"""The chapter 05 checkers: correct for the references, incorrect for plausible mistakes, not attempted
+for untouched stubs; and they never raise."""
+
+import pytest
+import torch
+
+from specdec_lib.checks import ch05
+
+CHECKERS = ["check_head_labels", "check_expected_accepted", "check_typical_accept", "check_typical_law"]
+
+
+def _stub(*args):
+    raise NotImplementedError
+
+
+def test_every_checker_has_a_reference_and_wrong_answers():
+    checkers = {name for name in dir(ch05) if name.startswith("check_")}
+    assert checkers == set(CHECKERS) == set(ch05.REFERENCE) == set(ch05.WRONG)
+    assert all(ch05.WRONG[name] for name in checkers)
+
+
+@pytest.mark.parametrize("name", CHECKERS)
+def test_reference_is_correct(name):
+    assert getattr(ch05, name)(ch05.REFERENCE[name]) == "correct"
+
+
+@pytest.mark.parametrize("name", CHECKERS)
+def test_wrong_answers_are_incorrect(name):
+    for wrong in ch05.WRONG[name]:
+        assert getattr(ch05, name)(wrong) == "incorrect", wrong
+
+
+@pytest.mark.parametrize("name", CHECKERS)
+def test_stub_is_not_attempted(name):
+    assert getattr(ch05, name)(_stub) == "not attempted"
+    assert getattr(ch05, name)(None) == "not attempted"
+
+
+def test_answers_in_other_types_are_accepted():
+    ref = ch05.REFERENCE
+    labels = ref["check_head_labels"]
+    assert ch05.check_head_labels(lambda tokens, k: list(labels(tokens, k).items())) == "correct"
+    expected = ref["check_expected_accepted"]
+    assert ch05.check_expected_accepted(lambda acc, ch: torch.tensor(expected(acc, ch))) == "correct"
+    accept = ref["check_typical_accept"]
+    assert ch05.check_typical_accept(lambda *a: torch.tensor(accept(*a))) == "correct"
+    law = ref["check_typical_law"]
+    assert ch05.check_typical_law(lambda *a: law(*a).float().tolist()) == "correct"
+    # malformed answers are reported, not raised
+    assert ch05.check_head_labels(lambda tokens, k: 3) == "incorrect"
+    assert ch05.check_expected_accepted(lambda acc, ch: "long") == "incorrect"
+    assert ch05.check_typical_law(lambda *a: "p") == "incorrect"
+    assert ch05.check_typical_accept(lambda *a: torch.ones(2)) == "incorrect"
+
+
+def test_the_notebook_solutions_are_correct():
+    """The solutions printed in the notebook, verbatim."""
+    import math
+
+    def my_head_labels(tokens, k):
+        return {t: tokens[t + 1 + k] for t in range(len(tokens) - 1 - k)}
+
+    def my_expected_accepted(acc, choices):
+        total = 0.0
+        for node in choices:
+            prob = 1.0
+            for j, r in enumerate(node):
+                prob *= float(acc[j, r])
+            total += prob
+        return total
+
+    def my_typical_accept(p, x, epsilon=0.09, delta=0.3):
+        entropy = -(p * p.clamp_min(1e-30).log()).sum()
+        threshold = min(epsilon, delta * math.exp(-float(entropy)))
+        return bool(p[x] > threshold)
+
+    def my_first_token_law(p, children, epsilon=0.09, delta=0.3):
+        entropy = -(p * p.clamp_min(1e-30).log()).sum()
+        threshold = min(epsilon, delta * math.exp(-float(entropy)))
+        accepted = [x for x in children if p[x] > threshold]
+        if not accepted:
+            return p.clone()
+        best = max(accepted, key=lambda x: float(p[x]))
+        law = torch.zeros_like(p)
+        law[best] = 1.0
+        return law
+
+    assert ch05.check_head_labels(my_head_labels) == "correct"
+    assert ch05.check_expected_accepted(my_expected_accepted) == "correct"
+    assert ch05.check_typical_accept(my_typical_accept) == "correct"
+    assert ch05.check_typical_law(my_first_token_law) == "correct"

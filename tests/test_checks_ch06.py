@@ -1,0 +1,87 @@
+"""The chapter 06 checkers: correct for the references, incorrect for plausible mistakes, not attempted
+for untouched stubs; and they never raise. The cache-rule reference is also checked against the library's
+MTPProposer."""
+
+import pytest
+
+from specdec_lib.checks import ch06
+
+FUNCTION_CHECKERS = ["check_module_pairs", "check_kept_positions", "check_expected_tau"]
+
+
+def _stub(*args):
+    raise NotImplementedError
+
+
+def test_every_checker_has_a_reference_and_wrong_answers():
+    checkers = {name for name in dir(ch06) if name.startswith("check_")}
+    assert checkers == set(ch06.REFERENCE) == set(ch06.WRONG)
+    assert all(ch06.WRONG[name] for name in checkers)
+
+
+@pytest.mark.parametrize("name", FUNCTION_CHECKERS)
+def test_reference_is_correct(name):
+    assert getattr(ch06, name)(ch06.REFERENCE[name]) == "correct"
+
+
+@pytest.mark.parametrize("name", FUNCTION_CHECKERS)
+def test_wrong_answers_are_incorrect(name):
+    for wrong in ch06.WRONG[name]:
+        assert getattr(ch06, name)(wrong) == "incorrect", wrong
+
+
+@pytest.mark.parametrize("name", FUNCTION_CHECKERS)
+def test_stub_is_not_attempted(name):
+    assert getattr(ch06, name)(_stub) == "not attempted"
+    assert getattr(ch06, name)(None) == "not attempted"
+
+
+def test_answers_in_other_types_are_accepted():
+    import torch
+
+    pairs, tau = ch06.REFERENCE["check_module_pairs"], ch06.REFERENCE["check_expected_tau"]
+    as_tensors = lambda ids, k: tuple(torch.tensor(x) for x in pairs(ids, k))  # noqa: E731
+    assert ch06.check_module_pairs(as_tensors) == "correct"
+    assert ch06.check_expected_tau(lambda alphas: torch.tensor(tau(alphas))) == "correct"
+    assert (
+        ch06.check_kept_positions(
+            lambda k, n, n_new: float(ch06.REFERENCE["check_kept_positions"](k, n, n_new))
+        )
+        == "correct"
+    )
+    assert ch06.check_module_pairs(lambda ids, k: 3) == "incorrect"  # bad output: no crash
+    assert ch06.check_kept_positions(lambda k, n, n_new: "many") == "incorrect"
+    assert ch06.check_expected_tau(lambda alphas: None) == "incorrect"
+
+
+def test_deepseek_numbers():
+    assert ch06.check_deepseek_numbers(*ch06.REFERENCE["check_deepseek_numbers"]) == "correct"
+    assert ch06.check_deepseek_numbers(1.85, 0.028) == "correct"  # rounded
+    for answer in ch06.WRONG["check_deepseek_numbers"]:
+        assert ch06.check_deepseek_numbers(*answer) == "incorrect", answer
+    assert ch06.check_deepseek_numbers() == "not attempted"
+    assert ch06.check_deepseek_numbers(tau=1.85) == "not attempted"
+
+
+def test_kept_positions_reference_matches_the_proposer():
+    """The exercise's rule is the one MTPProposer.update applies to sequential module k's cache."""
+    import torch
+
+    from specdec_lib.mtp import KVCache, MTPProposer
+
+    class Stub:  # only what update() touches
+        feature_layer = -1
+
+    prop = MTPProposer.__new__(MTPProposer)
+    prop.mtp, prop.sequential = Stub(), True
+    for n in (0, 1, 4, 7):
+        for n_new in range(1, 5):
+            prop.caches = [KVCache() for _ in range(4)]
+            for c in prop.caches:
+                c.append(torch.zeros(1, n, 2), torch.zeros(1, n, 2))
+            prop.outs = [torch.zeros(n, 2) for _ in range(4)]
+            prop.h0 = torch.zeros(n, 2)
+            tokens = torch.zeros(n + n_new + 1, dtype=torch.long)  # pending token at index n + n_new
+            prop.update(tokens, n_new, {-1: torch.zeros(n_new, 2)})
+            for k, c in enumerate(prop.caches, start=1):
+                assert len(c) == ch06.REFERENCE["check_kept_positions"](k, n, n_new), (k, n, n_new)
