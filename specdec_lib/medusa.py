@@ -86,26 +86,36 @@ def medusa_loss(heads: MedusaHeads, h: torch.Tensor, ids: torch.Tensor, decay: f
     return total, torch.stack(per_head)
 
 
-def train_medusa(heads, target, batches, seconds: float, lr: float = 1e-3, decay: float = 0.8, log_every=0):
-    """Medusa-1: the target is frozen, only the heads learn. `batches`: token tensors [B, T].
-    Stops after `seconds` or one pass over the batches; returns the per-head losses of every step."""
-    opt = torch.optim.AdamW([p for p in heads.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
-    heads.train()
+def train_on_frozen_target(module, loss_of, batches, seconds: float, lr: float = 1e-3, log_every: int = 0):
+    """The training loop of every proposer trained on a frozen target (chapters 05+): AdamW on
+    `module`'s trainable weights; `loss_of(ids)` returns (loss, per-depth losses) for a batch [B, T].
+    Stops after `seconds` or one pass over the batches; returns the per-depth losses of every step."""
+    opt = torch.optim.AdamW([p for p in module.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
+    module.train()
     history, t0 = [], time.perf_counter()
     for step, ids in enumerate(batches):
         if time.perf_counter() - t0 > seconds:
             break
-        with torch.no_grad():  # one forward of the frozen target gives the features
-            h = hf.hidden_states(target, ids, (-1,))[-1]
-        loss, per_head = medusa_loss(heads, h, ids, decay)
+        loss, per_depth = loss_of(ids)
         opt.zero_grad()
         loss.backward()
         opt.step()
-        history.append(per_head.tolist())
+        history.append(per_depth.tolist())
         if log_every and step % log_every == 0:
-            print(f"step {step}: per-head CE " + " ".join(f"{x:.2f}" for x in per_head.tolist()))
-    heads.eval()
+            print(f"step {step}: per-depth CE " + " ".join(f"{x:.2f}" for x in per_depth.tolist()))
+    module.eval()
     return history
+
+
+def train_medusa(heads, target, batches, seconds: float, lr: float = 1e-3, decay: float = 0.8, log_every=0):
+    """Medusa-1: the target is frozen, only the heads learn. `batches`: token tensors [B, T]."""
+
+    def loss_of(ids):
+        with torch.no_grad():  # one forward of the frozen target gives the features
+            h = hf.hidden_states(target, ids, (-1,))[-1]
+        return medusa_loss(heads, h, ids, decay)
+
+    return train_on_frozen_target(heads, loss_of, batches, seconds, lr, log_every)
 
 
 @torch.no_grad()

@@ -1,46 +1,9 @@
-"""The chapter 02 checkers: right for the reference, wrong for plausible mistakes, quiet for stubs."""
+"""Chapter 02's checkers beyond the shared contract in tests/test_checks_common.py: specific answers
+and edge cases."""
 
 import pytest
 
 from specdec_lib.checks import ch02
-from specdec_lib.checks._core import CORRECT, INCORRECT, NOT_ATTEMPTED
-
-CHECKERS = sorted(name for name in vars(ch02) if name.startswith("check_"))
-WRONG_CASES = [(name, i) for name in CHECKERS for i in range(len(ch02.WRONG.get(name, [])))]
-
-
-def _stub(*args, **kwargs):
-    raise NotImplementedError
-
-
-def test_every_checker_has_a_reference_and_wrong_answers():
-    assert len(CHECKERS) >= 3
-    assert set(ch02.REFERENCE) == set(CHECKERS)
-    assert set(ch02.WRONG) == set(CHECKERS) and all(ch02.WRONG[name] for name in CHECKERS)
-
-
-@pytest.mark.parametrize("name", CHECKERS)
-def test_reference_is_correct(name):
-    assert getattr(ch02, name)(ch02.REFERENCE[name]) == CORRECT
-
-
-@pytest.mark.parametrize(("name", "i"), WRONG_CASES)
-def test_wrong_answer_is_incorrect(name, i):
-    assert getattr(ch02, name)(ch02.WRONG[name][i]) == INCORRECT
-
-
-@pytest.mark.parametrize("name", CHECKERS)
-def test_stub_is_not_attempted(name):
-    assert getattr(ch02, name)(_stub) == NOT_ATTEMPTED
-    assert getattr(ch02, name)(None) == NOT_ATTEMPTED
-
-
-@pytest.mark.parametrize("name", CHECKERS)
-def test_a_crash_is_incorrect_not_an_error(name):
-    def broken(*args, **kwargs):
-        raise KeyError("oops")
-
-    assert getattr(ch02, name)(broken) == INCORRECT
 
 
 def test_best_k_cases_have_no_near_ties():
