@@ -186,10 +186,7 @@ class MedusaProposer(Proposer):
         self.depths = torch.tensor([len(c) for c in choices])
 
     def start(self, target, prompt_ids, sampling, generator, features=None):
-        if self.heads.vocab != hf.vocab_size(target):
-            raise ValueError(
-                f"Medusa heads predict {self.heads.vocab} tokens, the target has {hf.vocab_size(target)}"
-            )
+        self.check_vocab("Medusa heads", self.heads.vocab, target)
         self.h = None if features is None else features[-1][-1]  # None: a 1-token prompt, nothing yet
         self.forwards = 0
 

@@ -304,8 +304,7 @@ class MTPProposer(Proposer):
 
     def start(self, target, prompt_ids, sampling, generator, features=None):
         vocab = self.mtp._shared[1].weight.shape[0]
-        if vocab != hf.vocab_size(target):
-            raise ValueError(f"MTP heads predict {vocab} tokens, the target has {hf.vocab_size(target)}")
+        self.check_vocab("MTP heads", vocab, target)
         self.sampling, self.generator, self.forwards = sampling, generator, 0
         n_blocks = self.mtp.depth if self.sequential else self.mtp.num_heads
         self.caches = [KVCache() for _ in range(n_blocks)]

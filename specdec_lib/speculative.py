@@ -123,6 +123,15 @@ class Proposer:
         """After a round: `tokens` is the committed sequence; its last `n_new` are new. `features` hold
         the target's hidden states at the verified positions that were kept (root + accepted nodes)."""
 
+    @staticmethod
+    def check_vocab(what: str, vocab: int, target) -> None:
+        """Every proposer's first check in `start`: it must speak the target's vocabulary (one tokenizer)."""
+        if vocab != hf.vocab_size(target):
+            raise ValueError(
+                f"{what} and target vocabularies differ ({vocab} vs {hf.vocab_size(target)}): "
+                "they must share one tokenizer"
+            )
+
 
 class DraftModelProposer(Proposer):
     """Classic speculative decoding: a small draft model proposes a chain of k tokens (chapter 02)."""
@@ -133,11 +142,7 @@ class DraftModelProposer(Proposer):
         self.draft, self.k = draft_model, k
 
     def start(self, target, prompt_ids, sampling, generator, features=None):
-        if hf.vocab_size(self.draft) != hf.vocab_size(target):
-            raise ValueError(
-                f"draft and target vocabularies differ ({hf.vocab_size(self.draft)} vs "
-                f"{hf.vocab_size(target)}): they must share one tokenizer"
-            )
+        self.check_vocab("draft", hf.vocab_size(self.draft), target)
         self.sampling, self.generator = sampling, generator
         self.cache = hf.new_cache(self.draft)  # the draft's own KV cache, rolled back every round
         self.forwards = 0

@@ -153,11 +153,7 @@ class TreeDraftProposer(Proposer):
         self.draft, self.branching, self.mode = draft_model, branching, mode
 
     def start(self, target, prompt_ids, sampling, generator, features=None):
-        if hf.vocab_size(self.draft) != hf.vocab_size(target):
-            raise ValueError(
-                f"draft and target vocabularies differ ({hf.vocab_size(self.draft)} vs "
-                f"{hf.vocab_size(target)}): they must share one tokenizer"
-            )
+        self.check_vocab("draft", hf.vocab_size(self.draft), target)
         self.sampling, self.generator = sampling, generator
         self.cache = hf.new_cache(self.draft)  # committed tokens, plus this round's tree while drafting
         self.forwards = 0

@@ -184,9 +184,9 @@ def test_bad_arguments_raise(target):
     with pytest.raises(ValueError, match="epsilon"):
         typical_verifier(epsilon=0)
     other = tiny_model(vocab=24, seed=4)
-    with pytest.raises(ValueError, match="tokens"):
+    with pytest.raises(ValueError, match="vocabularies"):
         generate(other, [1, 2, 3], 4, MedusaProposer(heads, [(0,)]))
-    with pytest.raises(ValueError, match="tokens"):
+    with pytest.raises(ValueError, match="vocabularies"):
         generate(other, [1, 2, 3], 4, MTPProposer(SequentialMTP(target, 1)))
 
 
