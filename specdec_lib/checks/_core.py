@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import traceback
 
+import torch
+
 CORRECT, INCORRECT, NOT_ATTEMPTED = "correct", "incorrect", "not attempted"
 _ICON = {CORRECT: "✅", INCORRECT: "❌", NOT_ATTEMPTED: "⏳"}
 
@@ -34,3 +36,21 @@ def verdict(exercise: str, fn, cases) -> str:
 def expect(condition: bool, hint: str) -> None:
     if not condition:
         raise Incorrect(hint)
+
+
+def as_float(value, what: str) -> float:
+    """A learner's answer as one number, or Incorrect with a hint."""
+    try:
+        return float(value)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise Incorrect(f"{what} should be a single number, got {type(value).__name__}") from e
+
+
+def as_int_list(value, what: str) -> list[int]:
+    """A learner's answer (list, tuple or tensor) as a flat list of ints, or Incorrect with a hint."""
+    try:
+        return [int(v) for v in torch.as_tensor(value).reshape(-1).tolist()]
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise Incorrect(
+            f"{what} should be a list (or 1-D tensor) of integers, got {type(value).__name__}"
+        ) from e

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from specdec_lib.checks._core import _ICON, NOT_ATTEMPTED, Incorrect, expect, verdict
+from specdec_lib.checks._core import _ICON, NOT_ATTEMPTED, as_float, expect, verdict
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -34,13 +34,6 @@ def _pairs(vocab: int = 8, n: int = 6, seed: int = 0) -> list[tuple[torch.Tensor
     return out
 
 
-def _as_float(value, what: str) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError, RuntimeError) as e:
-        raise Incorrect(f"{what} should be a single number, got {type(value).__name__}") from e
-
-
 def _fmt(t: torch.Tensor) -> str:
     return "(" + ", ".join(f"{v:.3f}" for v in t.tolist()) + ")"
 
@@ -56,7 +49,7 @@ def check_acceptance_probability(fn) -> str:
     def cases(fn):
         for p, q in _pairs():
             want = float(_ref_acceptance(p, q))
-            got = _as_float(fn(p.clone(), q.clone()), "the acceptance probability")
+            got = as_float(fn(p.clone(), q.clone()), "the acceptance probability")
             expect(0 <= got <= 1 + 1e-6, f"an acceptance probability lies in [0, 1]; you returned {got:.4f}")
             expect(
                 abs(got - want) < 1e-5,
@@ -64,7 +57,7 @@ def check_acceptance_probability(fn) -> str:
                 "(hint: a token is kept with probability q(x)·min(1, p(x)/q(x)); add that up over x)",
             )
         p, _ = _pairs()[0]
-        got = _as_float(fn(p.clone(), p.clone()), "the acceptance probability")
+        got = as_float(fn(p.clone(), p.clone()), "the acceptance probability")
         expect(
             abs(got - 1) < 1e-5,
             f"a draft identical to the target is always accepted (beta = 1); got {got:.4f}",
@@ -122,7 +115,7 @@ def check_seed_question(beta=..., residual=...) -> str:
 
     def cases(answer):
         b, r = answer
-        b = _as_float(b, "beta")
+        b = as_float(b, "beta")
         try:
             r = torch.as_tensor(r, dtype=torch.float64).reshape(-1)
         except (TypeError, ValueError, RuntimeError):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from specdec_lib.checks._core import _ICON, NOT_ATTEMPTED, Incorrect, expect, verdict
+from specdec_lib.checks._core import _ICON, NOT_ATTEMPTED, Incorrect, as_int_list, expect, verdict
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -42,16 +42,6 @@ def _path(parents: list[int], node: int) -> list[int]:
         path.append(node)
         node = parents[node]
     return path[::-1]
-
-
-def _as_int_list(value, what: str) -> list[int]:
-    try:
-        t = torch.as_tensor(value)
-        return [int(v) for v in t.reshape(-1).tolist()]
-    except (TypeError, ValueError, RuntimeError) as e:
-        raise Incorrect(
-            f"{what} should be a list (or 1-D tensor) of integers, got {type(value).__name__}"
-        ) from e
 
 
 # ------------------------------------------------------------------------ exercise 1: ancestor mask
@@ -104,7 +94,7 @@ def check_positions(fn) -> str:
         for parents in _trees():
             for prefix_len in (0, 7, 30):
                 want = _ref_positions(parents, prefix_len)
-                got = _as_int_list(fn(list(parents), prefix_len), "the positions")
+                got = as_int_list(fn(list(parents), prefix_len), "the positions")
                 expect(
                     len(got) == len(want),
                     f"return one position for the root and one per node: {len(want)}, not {len(got)}",
@@ -135,7 +125,7 @@ def check_kept_slots(fn) -> str:
             for node in range(-1, len(parents)):
                 for prefix_len in (0, 4):
                     want = _ref_kept_slots(parents, node, prefix_len)
-                    got = _as_int_list(fn(list(parents), node, prefix_len), "the kept slots")
+                    got = as_int_list(fn(list(parents), node, prefix_len), "the kept slots")
                     expect(
                         got[: prefix_len + 1] == want[: prefix_len + 1],
                         "keep the whole prefix and the root (slots 0..prefix_len): the root is now "
@@ -200,7 +190,7 @@ def check_greedy_walk(fn) -> str:
                 path, nxt = answer
             except (TypeError, ValueError) as e:
                 raise Incorrect("return a pair: (list of accepted node indices, the next token)") from e
-            path = _as_int_list(path, "the accepted path")
+            path = as_int_list(path, "the accepted path")
             context = f"tokens {tokens}, parents {parents}, argmax {argmax}"
             expect(
                 path == want_path,

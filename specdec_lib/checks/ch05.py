@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from specdec_lib.checks._core import Incorrect, expect, verdict
+from specdec_lib.checks._core import Incorrect, as_float, expect, verdict
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -21,13 +21,6 @@ def _token_lists() -> list[list[int]]:
     out = [[7], [3, 1], [5, 9, 2], [4, 4, 4, 4, 4], list(range(10, 20))]
     out += [torch.randint(0, 50, (n,), generator=g).tolist() for n in (6, 11, 17)]
     return out
-
-
-def _as_float(value, what: str) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError, RuntimeError) as e:
-        raise Incorrect(f"{what} should be a number, got {type(value).__name__}") from e
 
 
 def _entropy(p: torch.Tensor) -> float:
@@ -132,7 +125,7 @@ def check_expected_accepted(fn) -> str:
         for acc in _acc_tables():
             for choices in _trees_for(acc):
                 want = _ref_expected_accepted(acc, choices)
-                got = _as_float(fn(acc.clone(), list(choices)), "the expected length")
+                got = as_float(fn(acc.clone(), list(choices)), "the expected length")
                 context = f"acc {[[round(x, 3) for x in row] for row in acc.tolist()]}, tree {choices}"
                 expect(
                     abs(got - (want + 1)) > 1e-6,

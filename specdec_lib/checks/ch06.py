@@ -11,24 +11,7 @@ import math
 
 import torch
 
-from specdec_lib.checks._core import _ICON, NOT_ATTEMPTED, Incorrect, expect, verdict
-
-
-def _as_int_list(value, what: str) -> list[int]:
-    try:
-        t = torch.as_tensor(value)
-        return [int(v) for v in t.reshape(-1).tolist()]
-    except (TypeError, ValueError, RuntimeError) as e:
-        raise Incorrect(
-            f"{what} should be a list (or 1-D tensor) of integers, got {type(value).__name__}"
-        ) from e
-
-
-def _as_float(value, what: str) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError, RuntimeError) as e:
-        raise Incorrect(f"{what} should be a number, got {type(value).__name__}") from e
+from specdec_lib.checks._core import _ICON, NOT_ATTEMPTED, Incorrect, as_float, as_int_list, expect, verdict
 
 
 # ------------------------------------------------------------- exercise 1: sequential module labels
@@ -60,7 +43,7 @@ def check_module_pairs(fn) -> str:
                     reads, labels = answer
                 except (TypeError, ValueError) as e:
                     raise Incorrect("return a pair: (tokens read, labels)") from e
-                reads, labels = _as_int_list(reads, "the tokens read"), _as_int_list(labels, "the labels")
+                reads, labels = as_int_list(reads, "the tokens read"), as_int_list(labels, "the labels")
                 context = f"ids {ids}, k = {k}"
                 expect(
                     len(reads) == len(labels),
@@ -149,7 +132,7 @@ def check_expected_tau(fn) -> str:
     def cases(fn):
         for alphas in _alpha_lists():
             want = _ref_expected_tau(alphas)
-            got = _as_float(fn(list(alphas)), "tau")
+            got = as_float(fn(list(alphas)), "tau")
             context = f"alphas {[round(a, 3) for a in alphas]}"
             if math.isclose(got, want, abs_tol=1e-6):
                 continue
@@ -185,7 +168,7 @@ def check_deepseek_numbers(tau=..., round_overhead=...) -> str:
         return status
 
     def cases(answer):
-        t, overhead = (_as_float(a, what) for a, what in zip(answer, ("tau", "the round overhead")))
+        t, overhead = (as_float(a, what) for a, what in zip(answer, ("tau", "the round overhead")))
         want_t, want_overhead = _ref_deepseek_numbers()
         expect(
             not math.isclose(t, DEEPSEEK_ALPHA, abs_tol=1e-3),
@@ -215,14 +198,6 @@ REFERENCE = {
 }
 
 
-def _products(alphas):
-    total, reach = 0.0, 1.0
-    for alpha in alphas:
-        reach *= alpha
-        total += reach
-    return total
-
-
 WRONG = {
     "check_module_pairs": [
         lambda ids, k: (ids[k - 1 : len(ids) - 2], ids[k : len(ids) - 1]),  # predicts k ahead, not k + 1
@@ -240,7 +215,7 @@ WRONG = {
     ],
     "check_expected_tau": [
         lambda alphas: 1 + sum(alphas),  # treats the depths as independent
-        _products,  # forgets the target's own token
+        lambda alphas: _ref_expected_tau(alphas) - 1,  # forgets the target's own token
         lambda alphas: 1 + math.prod(alphas),  # only the full chain
         lambda alphas: 1 + len(alphas) * math.prod(alphas),  # all or nothing
         lambda alphas: sum(a ** (d + 1) for d, a in enumerate(alphas)) + 1,  # powers of each alpha
