@@ -54,3 +54,20 @@ def chi_square_pvalue(counts, probs):
     exp = np.append(expected[big], expected[~big].sum())
     keep = exp > 0
     return chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue
+
+
+def continuation_logits(model, context, vocab):
+    """Logits [V * V, len(context) + 2, V] of `model` after `context` followed by every 2-token
+    continuation (row x1 * V + x2), in one batched forward: exact tables for sampling tests."""
+    x1, x2 = torch.meshgrid(torch.arange(vocab), torch.arange(vocab), indexing="ij")
+    seqs = torch.cat(
+        [torch.as_tensor(context).expand(vocab * vocab, -1), x1.reshape(-1, 1), x2.reshape(-1, 1)], 1
+    )
+    with torch.no_grad():
+        return model(input_ids=seqs).logits.float()
+
+
+def split_tables(t, n, vocab):
+    """From [V * V, n + 2, V] continuation rows (context length n): after the context [V], after x1
+    [V, V], after x1 x2 [V, V, V]."""
+    return t[0, n - 1], t[::vocab, n], t[:, n + 1].reshape(vocab, vocab, vocab)

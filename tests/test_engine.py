@@ -7,7 +7,7 @@ import copy
 import numpy as np
 import pytest
 import torch
-from conftest import chi_square_pvalue, tiny_model
+from conftest import chi_square_pvalue, continuation_logits, split_tables, tiny_model
 
 import specdec_lib as sd
 from specdec_lib import hf, rejection
@@ -155,16 +155,10 @@ def two_step_distributions(target, draft, context, sampling):
     """Processed distributions for every 2-token draft after `context` (vocabulary V):
     q1 [V], q2 [V, V] (draft after x1), p1 [V], p2 [V, V], p3 [V, V, V] (target)."""
     V = hf.vocab_size(target)
-    ctx = torch.tensor(context)
-    x1, x2 = torch.meshgrid(torch.arange(V), torch.arange(V), indexing="ij")
-    seqs = torch.cat([ctx.expand(V * V, -1), x1.reshape(-1, 1), x2.reshape(-1, 1)], 1)
-    with torch.no_grad():
-        t_logits = target(input_ids=seqs).logits.float()
-        d_logits = draft(input_ids=seqs).logits.float()
     n = len(context)
-    p = process_logits(t_logits, sampling)
-    q = process_logits(d_logits, sampling)
-    return q[0, n - 1], q[::V, n], p[0, n - 1], p[::V, n], p[:, n + 1].reshape(V, V, V)
+    p1, p2, p3 = split_tables(process_logits(continuation_logits(target, context, V), sampling), n, V)
+    q1, q2, _ = split_tables(process_logits(continuation_logits(draft, context, V), sampling), n, V)
+    return q1, q2, p1, p2, p3
 
 
 def exact_two_token_output(verify, q1, q2, p1, p2, p3, monkeypatch):

@@ -10,7 +10,7 @@ import itertools
 import numpy as np
 import pytest
 import torch
-from conftest import chi_square_pvalue, tiny_model
+from conftest import chi_square_pvalue, continuation_logits, split_tables, tiny_model
 
 from specdec_lib import hf, trees
 from specdec_lib.autoregressive import SamplingParams, generate_ar, process_logits
@@ -239,12 +239,7 @@ def target_tables(target, context, sampling):
     """The target's processed distributions after `context` + every 2-token continuation:
     p1 [V], p2 [V, V] (after x1), p3 [V, V, V] (after x1 x2) -- one batched forward."""
     V = hf.vocab_size(target)
-    x1, x2 = torch.meshgrid(torch.arange(V), torch.arange(V), indexing="ij")
-    seqs = torch.cat([context.expand(V * V, -1), x1.reshape(-1, 1), x2.reshape(-1, 1)], 1)
-    with torch.no_grad():
-        p = process_logits(target(input_ids=seqs).logits, sampling)
-    n = len(context)
-    return p[0, n - 1], p[::V, n], p[:, n + 1].reshape(V, V, V)
+    return split_tables(process_logits(continuation_logits(target, context, V), sampling), len(context), V)
 
 
 def round_counts(target, prop, sampling, n, seed, corrupt=None):

@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 import pytest
 import torch
-from conftest import chi_square_pvalue, tiny_model
+from conftest import chi_square_pvalue, continuation_logits, split_tables, tiny_model
 
 from specdec_lib import hf, trees
 from specdec_lib.autoregressive import SamplingParams, generate_ar, process_logits
@@ -242,25 +242,13 @@ def distributions(sampling, vocab=V, context=(1, 2, 3)):
     `context`, for every two-token continuation."""
     target = tiny_model(vocab=vocab, seed=0, scale=3.0)
     draft = tiny_model(vocab=vocab, seed=1, layers=1, scale=3.0)
-    ctx = torch.tensor(context)
-    x1, x2 = torch.meshgrid(torch.arange(vocab), torch.arange(vocab), indexing="ij")
-    seqs = torch.cat([ctx.expand(vocab * vocab, -1), x1.reshape(-1, 1), x2.reshape(-1, 1)], 1)
-    with torch.no_grad():
-        t = target(input_ids=seqs).logits.float()
-        d = draft(input_ids=seqs).logits.float()
+    t, d = continuation_logits(target, context, vocab), continuation_logits(draft, context, vocab)
     n = len(context)
     p = process_logits(t, sampling).double()
     q = process_logits(d, sampling).double()
     p, q = p / p.sum(-1, keepdim=True), q / q.sum(-1, keepdim=True)  # sums of exactly 1 in fp64
-    return {
-        "p1": p[0, n - 1],
-        "p2": p[::vocab, n],
-        "p3": p[:, n + 1].reshape(vocab, vocab, vocab),
-        "q1": q[0, n - 1],
-        "q2": q[::vocab, n],
-        "l1": d[0, n - 1],
-        "l2": d[::vocab, n],
-    }
+    (p1, p2, p3), (q1, q2, _), (l1, l2, _) = (split_tables(x, n, vocab) for x in (p, q, d))
+    return {"p1": p1, "p2": p2, "p3": p3, "q1": q1, "q2": q2, "l1": l1, "l2": l2}
 
 
 # A tree shape: k children of the root; `grand` lists which of them get one child of their own.
