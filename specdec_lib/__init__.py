@@ -2,15 +2,19 @@
 
 Generated from notebooks (edit the notebook, then `make export`):
     autoregressive  chapter 01  sampling controls, KV-cached decoding, forward-pass cost
-    speculative     chapter 02  the decoding engine, DraftTree, greedy verification, DraftModelProposer
+    speculative     chapter 02  the decoding engine (prefill, verify_round, commit), DraftTree, Verdict,
+                                greedy verification, DraftModelProposer
     rejection       chapter 03  speculative sampling: acceptance, residual, chain verification
     trees           chapter 04  draft trees: ancestor mask, tree drafting, multi-branch verification
     medusa          chapter 05  Medusa heads, the Medusa tree, typical acceptance (lossy, opt-in)
-    mtp             chapter 06  multi-token prediction: a decoder block, independent heads, sequential modules
-Hand-written support: zoo (offline models), hf (the transformers adapter), checks (exercise checkers),
-bench (benchmarks), _export (the notebook exporter).
+    training        chapter 05  the one training loop for proposers on a frozen target
+    mtp             chapter 06  multi-token prediction: independent heads, sequential modules
+    layers          chapter 06  the drafter toolkit: RMSNorm, rotary, a decoder block with its own KV cache
+Hand-written support: methods (the method registry, `make_proposer`), zoo (offline models), hf (the
+transformers adapter), checks (exercise checkers), bench (benchmarks), _export (the notebook exporter).
 
-`specdec_lib.generate` is the engine with the most general lossless verifier built so far.
+`specdec_lib.generate` is the one public entry point: the chapter-02 engine with the verifier chosen
+for you (greedy matching at temperature 0, lossless rejection sampling otherwise).
 """
 
 from __future__ import annotations
@@ -23,6 +27,11 @@ _NAMES = {
     "process_logits": "autoregressive",
     "generate_ar": "autoregressive",
     "DraftTree": "speculative",
+    "Verdict": "speculative",
+    "prefill": "speculative",
+    "verify_round": "speculative",
+    "commit": "speculative",
+    "ancestor_mask": "speculative",
     "Proposer": "speculative",
     "DraftModelProposer": "speculative",
     "Generation": "speculative",
@@ -32,7 +41,10 @@ _NAMES = {
     "Tree": "trees",
     "TreeDraftProposer": "trees",
     "verify_tree": "trees",
-    "ancestor_mask": "trees",
+    "train_on_frozen_target": "training",
+    "Block": "layers",
+    "KVCache": "layers",
+    "RMSNorm": "layers",
     "MedusaHeads": "medusa",
     "MedusaProposer": "medusa",
     "medusa_choices": "medusa",
@@ -41,6 +53,9 @@ _NAMES = {
     "SequentialMTP": "mtp",
     "MTPProposer": "mtp",
     "load_mtp": "mtp",
+    "make_proposer": "methods",
+    "register": "methods",
+    "METHODS": "methods",
     "load_pair": "zoo",
     "heldout_prompts": "zoo",
 }
@@ -91,7 +106,9 @@ def generate(
 
 def _verify_sampled(tree, p, generator=None):
     """Lossless sampled verification: chapter 03's rule for chains, chapter 04's SpecInfer multi-step
-    speculative sampling for branching trees (the two make the same decisions on a chain)."""
+    speculative sampling for branching trees. On a chain the two agree in distribution, not draw by
+    draw: with the same seed they can make different decisions (they consume the random numbers in a
+    different order), but both emit exactly the target's distribution."""
     if tree.is_chain:
         from specdec_lib.rejection import verify_chain
 

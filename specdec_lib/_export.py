@@ -10,13 +10,16 @@ Hand-written support code. Usage::
 while a half-finished chapter leaves ``specdec_lib/__init__.py`` unimportable.
 
 Why a small exporter instead of nbdev: we use only two directives (``#| default_exp NAME`` and
-``#| export``), so ~100 lines of stdlib code cover it without adding nbdev, fastcore and execnb to every
+``#| export [NAME]``), so ~100 lines of stdlib code cover it without adding nbdev, fastcore and execnb to every
 learner's install; nbdev 3 also changed its configuration format, and the syntax here stays
 nbdev-compatible, so moving to nbdev later is easy. Rules:
 
 - a notebook declares its module with a code-cell line ``#| default_exp NAME``;
 - every code cell whose first line is ``#| export`` goes, minus that line and in order, into
   ``NAME.py``, after a header naming the notebook and a docstring taken from its first heading;
+- a cell whose first line is ``#| export OTHER`` goes into ``OTHER.py`` instead: a chapter that also
+  builds a small toolkit later chapters share (e.g. chapter 06's ``layers``). A module still comes
+  from exactly one notebook;
 - cells are separated by two blank lines (one after the docstring or an import block, unless a def or
   class follows, as ruff wants), and the file ends with exactly one newline.
 """
@@ -58,7 +61,7 @@ if sys.path[0] != str(_root):
     sys.path.insert(0, str(_root))"""
 
 _DEFAULT_EXP = re.compile(r"^#\|\s*default_exp\s+(\w+)\s*$", re.MULTILINE)
-_EXPORT = re.compile(r"^#\|\s*export\s*$")
+_EXPORT = re.compile(r"^#\|\s*export(?:\s+(\w+))?\s*$")
 
 
 def _cells(nb_path: Path, cell_type: str = "code") -> list[str]:
@@ -76,6 +79,23 @@ def notebook_module(nb_path: Path) -> str | None:
     return names.pop() if names else None
 
 
+def _export_target(src: str, default: str | None) -> str | None:
+    """The module an ``#| export [NAME]`` cell goes to, or None for a cell that is not exported."""
+    m = _EXPORT.match(src.partition("\n")[0].strip())
+    return None if m is None else (m.group(1) or default)
+
+
+def notebook_modules(nb_path: Path) -> list[str]:
+    """Every module a notebook writes: its ``#| default_exp`` first, then any ``#| export NAME``."""
+    default = notebook_module(nb_path)
+    names = [] if default is None else [default]
+    for src in _cells(nb_path):
+        name = _export_target(src, default)
+        if name is not None and name not in names:
+            names.append(name)
+    return names
+
+
 def _title(nb_path: Path) -> str:
     """'Chapter 01 — Autoregressive decoding' from the first markdown heading ('# 01 · ...')."""
     number = Path(nb_path).name[:2]
@@ -87,16 +107,18 @@ def _title(nb_path: Path) -> str:
     return f"Chapter {number}"
 
 
-def export_source(nb_path: Path) -> str:
-    """The text of the generated module for one notebook."""
+def export_source(nb_path: Path, module: str | None = None) -> str:
+    """The text of the generated module for one notebook (its default module, or ``module``)."""
     nb_path = Path(nb_path)
     rel = f"notebooks/{nb_path.name}"
-    out = HEADER.format(nb=rel) + "\n" + f'"""{_title(nb_path)} (generated from {rel})."""'
+    default = notebook_module(nb_path)
+    module = module or default
+    title = _title(nb_path) + ("" if module == default else f": {module}")
+    out = HEADER.format(nb=rel) + "\n" + f'"""{title} (generated from {rel})."""'
     prev = None  # None: the module docstring
     for src in _cells(nb_path):
-        first, _, rest = src.partition("\n")
-        body = rest.strip("\n").rstrip()
-        if _EXPORT.match(first.strip()) and body:
+        body = src.partition("\n")[2].strip("\n").rstrip()
+        if _export_target(src, default) == module and body:
             out += _gap(prev, body) + body
             prev = body
     return out + "\n"
@@ -122,20 +144,19 @@ def _stmt(src: str, index: int, kinds: tuple) -> bool:
 
 
 def export_all(out_dir: Path = PKG_DIR, nb_dir: Path = NB_DIR) -> dict[str, Path]:
-    """Write one module per exporting notebook into ``out_dir``; return {module name: path}."""
+    """Write every module of every exporting notebook into ``out_dir``; return {module name: path}."""
     out_dir, written, owner = Path(out_dir), {}, {}
     out_dir.mkdir(parents=True, exist_ok=True)
     for nb in sorted(Path(nb_dir).glob(NB_GLOB)):
-        name = notebook_module(nb)
-        if name is None:
-            if any(_EXPORT.match(s.partition("\n")[0].strip()) for s in _cells(nb)):
-                raise ValueError(f"{nb.name} has #| export cells but no #| default_exp line")
-            continue
-        if name in owner:
-            raise ValueError(f"module {name!r} is declared by both {owner[name]} and {nb.name}")
-        owner[name] = nb.name
-        written[name] = out_dir / f"{name}.py"
-        written[name].write_text(export_source(nb), encoding="utf-8", newline="\n")
+        default = notebook_module(nb)
+        if default is None and any(_EXPORT.match(s.partition("\n")[0].strip()) for s in _cells(nb)):
+            raise ValueError(f"{nb.name} has #| export cells but no #| default_exp line")
+        for name in notebook_modules(nb):
+            if name in owner:
+                raise ValueError(f"module {name!r} is written by both {owner[name]} and {nb.name}")
+            owner[name] = nb.name
+            written[name] = out_dir / f"{name}.py"
+            written[name].write_text(export_source(nb, name), encoding="utf-8", newline="\n")
     return written
 
 

@@ -27,26 +27,11 @@ def _encode(tok, prompts, device):
 
 
 def make_proposer(spec: str, target, draft):
-    """A proposer factory from a short spec: chain:K, tree:3-3-1, medusa:NODES, mtp-independent[:D],
-    mtp-sequential[:D] (the last three use the zoo's trained heads)."""
-    kind, _, arg = spec.partition(":")
-    if kind == "chain":
-        return lambda: sd.DraftModelProposer(draft, int(arg))
-    if kind == "tree":
-        shape = tuple(int(b) for b in arg.split("-"))
-        return lambda: sd.TreeDraftProposer(draft, shape)
-    if kind == "medusa":
-        from specdec_lib.medusa import MedusaProposer, load_medusa, medusa_choices
+    """A factory of fresh proposers for one method spec, from the registry (`specdec_lib.methods`)."""
+    from specdec_lib.methods import make_proposer as make
 
-        heads, card = load_medusa(target)
-        choices = medusa_choices(torch.tensor(card["validation_accuracy"]["top_i"]), int(arg or 16))
-        return lambda: MedusaProposer(heads, choices)
-    if kind in ("mtp-independent", "mtp-sequential"):
-        from specdec_lib.mtp import MTPProposer, load_mtp
-
-        mtp, _ = load_mtp(target, kind.split("-")[1])
-        return lambda: MTPProposer(mtp, int(arg) if arg else None)
-    raise ValueError(f"unknown method spec {spec!r}")
+    make(spec, target, draft)  # fail fast on a bad spec, and load any zoo weights once
+    return lambda: make(spec, target, draft)
 
 
 def lossless(args) -> bool:

@@ -158,6 +158,21 @@ def device_of(model) -> torch.device:
     return next(model.parameters()).device
 
 
+def dtype_of(model) -> torch.dtype:
+    """The dtype of the model's weights (bf16 on the GPU presets, fp32 in the zoo)."""
+    return next(model.parameters()).dtype
+
+
+def is_model(obj) -> bool:
+    """Is `obj` a causal language model (what a proposer wraps, never a proposer itself)?"""
+    return isinstance(obj, torch.nn.Module) and callable(getattr(obj, "get_output_embeddings", None))
+
+
+def empty_hidden(model) -> torch.Tensor:
+    """Hidden states over zero positions, [0, d]: the features of an empty prefix (a 1-token prompt)."""
+    return torch.zeros(0, int(model.config.hidden_size), device=device_of(model), dtype=dtype_of(model))
+
+
 def version() -> str:
     return transformers.__version__
 
@@ -199,6 +214,8 @@ def block_config(model) -> dict:
         "intermediate": int(c.intermediate_size),
         "rope_theta": float(rope.get("rope_theta", getattr(c, "rope_theta", 10000.0))),
         "eps": float(getattr(c, "rms_norm_eps", 1e-6)),
+        # Qwen3 normalises each head's queries and keys before the rotary embedding (QK-norm).
+        "qk_norm": hasattr(decoder_layer(model, 0).self_attn, "q_norm"),
     }
 
 

@@ -3,13 +3,13 @@
 
 import heapq
 import math
-import time
 
 import torch
 from torch import nn
 
 from specdec_lib import hf
 from specdec_lib.speculative import Proposer
+from specdec_lib.training import train_on_frozen_target
 from specdec_lib.trees import Tree
 
 
@@ -57,10 +57,11 @@ class MedusaHeads(nn.Module):
 
     @classmethod
     def for_target(cls, target, num_heads: int = 4, train_projection=True) -> "MedusaHeads":
-        """Heads sized for `target`, projections initialised from its LM head, on its device."""
-        head = hf.lm_head(target).weight.detach().float()
+        """Heads sized for `target`, projections initialised from its LM head, on its device and in its
+        dtype (bf16 heads for a bf16 target: matrix products need one dtype)."""
+        head = hf.lm_head(target).weight.detach()
         heads = cls(head.shape[1], head.shape[0], num_heads, head, train_projection)
-        return heads.to(hf.device_of(target))
+        return heads.to(hf.device_of(target), hf.dtype_of(target))
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         """h [..., d] -> logits [K, ..., V] (head k at index k - 1)."""
@@ -84,27 +85,6 @@ def medusa_loss(heads: MedusaHeads, h: torch.Tensor, ids: torch.Tensor, decay: f
         per_head.append(ce.detach())
         total = total + decay**k * ce
     return total, torch.stack(per_head)
-
-
-def train_on_frozen_target(module, loss_of, batches, seconds: float, lr: float = 1e-3, log_every: int = 0):
-    """The training loop of every proposer trained on a frozen target (chapters 05+): AdamW on
-    `module`'s trainable weights; `loss_of(ids)` returns (loss, per-depth losses) for a batch [B, T].
-    Stops after `seconds` or one pass over the batches; returns the per-depth losses of every step."""
-    opt = torch.optim.AdamW([p for p in module.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
-    module.train()
-    history, t0 = [], time.perf_counter()
-    for step, ids in enumerate(batches):
-        if time.perf_counter() - t0 > seconds:
-            break
-        loss, per_depth = loss_of(ids)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        history.append(per_depth.tolist())
-        if log_every and step % log_every == 0:
-            print(f"step {step}: per-depth CE " + " ".join(f"{x:.2f}" for x in per_depth.tolist()))
-    module.eval()
-    return history
 
 
 def train_medusa(heads, target, batches, seconds: float, lr: float = 1e-3, decay: float = 0.8, log_every=0):
@@ -175,6 +155,8 @@ class MedusaProposer(Proposer):
         if not choices:
             raise ValueError("choices must name at least one node, e.g. [(0,), (0, 0)]")
         for c in choices:
+            if any(not 0 <= r < heads.vocab for r in c):
+                raise ValueError(f"choice {c}: ranks must be in [0, {heads.vocab}) (0 = a head's best guess)")
             if len(c) > heads.num_heads:
                 raise ValueError(f"choice {c} is deeper than the {heads.num_heads} heads")
             if len(c) > 1 and c[:-1] not in choices:
@@ -185,9 +167,10 @@ class MedusaProposer(Proposer):
         self.parents = torch.tensor([self.node_of[c[:-1]] if len(c) > 1 else -1 for c in choices])
         self.depths = torch.tensor([len(c) for c in choices])
 
-    def start(self, target, prompt_ids, sampling, generator, features=None):
+    def start(self, target, prompt_ids, sampling, generator, features):
         self.check_vocab("Medusa heads", self.heads.vocab, target)
-        self.h = None if features is None else features[-1][-1]  # None: a 1-token prompt, nothing yet
+        prefix = features[-1]  # [len(prompt) - 1, d]: empty for a 1-token prompt, so nothing to draft from
+        self.h = prefix[-1] if len(prefix) else None
         self.forwards = 0
 
     @torch.no_grad()
@@ -207,8 +190,8 @@ class MedusaProposer(Proposer):
         node_tokens = torch.stack([guesses[len(c) - 1, c[-1]] for c in choices])
         return Tree(node_tokens.to(tokens.device), parents.to(tokens.device), None)
 
-    def update(self, tokens, n_new, features=None):
-        self.h = features[-1][-1]  # the last kept position: its LM head chose the new pending token
+    def update(self, tokens, verdict):
+        self.h = verdict.features[-1][-1]  # the last kept position: its LM head chose the new pending token
 
 
 def typical_verifier(epsilon: float = 0.09, delta: float = 0.3):
@@ -227,7 +210,7 @@ def typical_verifier(epsilon: float = 0.09, delta: float = 0.3):
     def verify(tree, p, generator=None):
         entropy = -(p * p.clamp_min(1e-30).log()).sum(-1)  # [1 + N]
         threshold = torch.clamp(delta * torch.exp(-entropy), max=epsilon)
-        best, best_key = -1, (0, 0.0)
+        best, best_key, depths = -1, (0, 0.0), tree.depth()
         ok = {-1: True}
         score = {-1: 0.0}
         for i, parent in enumerate(tree.parents.tolist()):
@@ -236,23 +219,14 @@ def typical_verifier(epsilon: float = 0.09, delta: float = 0.3):
             ok[i] = ok[parent] and px > float(threshold[parent + 1])
             if ok[i]:
                 score[i] = score[parent] + math.log(px)
-                depth = len(_path_to(tree.parents, i))
-                if (depth, score[i]) > best_key:
-                    best, best_key = i, (depth, score[i])
-        path = _path_to(tree.parents, best) if best >= 0 else []
+                if (int(depths[i]), score[i]) > best_key:
+                    best, best_key = i, (int(depths[i]), score[i])
+        path = tree.path_to(best)
         nxt = torch.multinomial(p[best + 1], 1, generator=generator).item()
         return path, int(nxt)
 
     verify.lossy = True
     return verify
-
-
-def _path_to(parents, node: int) -> list[int]:
-    path = []
-    while node >= 0:
-        path.append(node)
-        node = int(parents[node])
-    return path[::-1]
 
 
 def load_medusa(target, preset: str = "tiny-code"):

@@ -6,136 +6,9 @@ from torch import nn
 
 from specdec_lib import hf
 from specdec_lib.autoregressive import process_logits, sample_token
-from specdec_lib.medusa import train_on_frozen_target
+from specdec_lib.layers import Block, KVCache, RMSNorm
 from specdec_lib.speculative import DraftTree, Proposer
-
-
-class RMSNorm(nn.Module):
-    def __init__(self, hidden: int, eps: float = 1e-6):
-        super().__init__()
-        self.weight, self.eps = nn.Parameter(torch.ones(hidden)), eps
-
-    def forward(self, x):
-        xf = x.float()
-        return self.weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
-
-
-def rotate(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
-    """Rotary position embedding of x [..., n, head_dim] at integer `positions` [n] (Llama's layout:
-    the first and second halves of each head are the two coordinates of each rotating pair)."""
-    half = x.shape[-1] // 2
-    inv_freq = 1.0 / theta ** (torch.arange(half, device=x.device, dtype=torch.float32) / half)
-    angle = positions.to(x.device, torch.float32)[:, None] * inv_freq[None]  # [n, half]
-    cos, sin = angle.cos().repeat(1, 2).to(x.dtype), angle.sin().repeat(1, 2).to(x.dtype)
-    rotated = torch.cat([-x[..., half:], x[..., :half]], -1)
-    return x * cos + rotated * sin
-
-
-class KVCache:
-    """A block's keys and values, [kv_heads, length, head_dim] each: explicit, gpt-fast style."""
-
-    def __init__(self):
-        self.k = self.v = None
-
-    def __len__(self):
-        return 0 if self.k is None else self.k.shape[-2]
-
-    def append(self, k, v):
-        self.k = k if self.k is None else torch.cat([self.k, k], -2)
-        self.v = v if self.v is None else torch.cat([self.v, v], -2)
-        return self.k, self.v
-
-    def crop(self, length: int):
-        if self.k is not None:
-            self.k, self.v = self.k[..., :length, :], self.v[..., :length, :]
-
-    def keep(self, start: int, slots: torch.Tensor):
-        """Keep [0, start) plus entries start + slots, in that order (compaction after a tree)."""
-        if self.k is not None:
-            index = torch.cat([torch.arange(start), start + slots.cpu()]).to(self.k.device)
-            self.k, self.v = self.k.index_select(-2, index), self.v.index_select(-2, index)
-
-
-class Attention(nn.Module):
-    def __init__(self, hidden, heads, kv_heads, head_dim):
-        super().__init__()
-        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
-        self.q_proj = nn.Linear(hidden, heads * head_dim, bias=False)
-        self.k_proj = nn.Linear(hidden, kv_heads * head_dim, bias=False)
-        self.v_proj = nn.Linear(hidden, kv_heads * head_dim, bias=False)
-        self.o_proj = nn.Linear(heads * head_dim, hidden, bias=False)
-
-
-class MLP(nn.Module):
-    def __init__(self, hidden, intermediate):
-        super().__init__()
-        self.gate_proj = nn.Linear(hidden, intermediate, bias=False)
-        self.up_proj = nn.Linear(hidden, intermediate, bias=False)
-        self.down_proj = nn.Linear(intermediate, hidden, bias=False)
-
-    def forward(self, x):
-        return self.down_proj(nn.functional.silu(self.gate_proj(x)) * self.up_proj(x))
-
-
-class Block(nn.Module):
-    """One Llama decoder layer written out: x + Attn(norm(x)), then + MLP(norm(.)). Parameter names
-    match transformers' `LlamaDecoderLayer`, so a target layer's weights load into it directly.
-
-    forward(x [..., n, d], positions [n], cache=None, mask=None): with a `KVCache` (unbatched x
-    [n, d]) the new keys/values are appended and attention covers cache + new; `mask` [n, cached + n]
-    (bool, True = may attend) replaces the causal default, e.g. for tree drafting (chapter 07)."""
-
-    def __init__(self, hidden, heads, kv_heads, head_dim, intermediate, rope_theta=10000.0, eps=1e-6):
-        super().__init__()
-        self.rope_theta = rope_theta
-        self.input_layernorm = RMSNorm(hidden, eps)
-        self.self_attn = Attention(hidden, heads, kv_heads, head_dim)
-        self.post_attention_layernorm = RMSNorm(hidden, eps)
-        self.mlp = MLP(hidden, intermediate)
-
-    @classmethod
-    def like(cls, target, copy_layer: int | None = None) -> "Block":
-        """A block sized like `target`'s layers; `copy_layer`: start from that layer's weights."""
-        c = hf.block_config(target)
-        block = cls(
-            c["hidden"],
-            c["heads"],
-            c["kv_heads"],
-            c["head_dim"],
-            c["intermediate"],
-            c["rope_theta"],
-            c["eps"],
-        )
-        if copy_layer is not None:
-            block.load_state_dict(hf.decoder_layer(target, copy_layer).state_dict())  # strict: same layout
-        return block.to(hf.device_of(target))
-
-    def forward(self, x, positions, cache: KVCache | None = None, mask=None):
-        a = self.self_attn
-        n = x.shape[-2]
-        h = self.input_layernorm(x)
-        split = lambda t, heads: t.unflatten(-1, (heads, a.head_dim)).transpose(-3, -2)  # noqa: E731
-        q = rotate(split(a.q_proj(h), a.heads), positions, self.rope_theta)
-        k = rotate(split(a.k_proj(h), a.kv_heads), positions, self.rope_theta)
-        v = split(a.v_proj(h), a.kv_heads)
-        past = 0
-        if cache is not None:
-            past = len(cache)
-            k, v = cache.append(k, v)
-        if a.kv_heads != a.heads:  # grouped-query attention: each key/value head serves several queries
-            k = k.repeat_interleave(a.heads // a.kv_heads, -3)
-            v = v.repeat_interleave(a.heads // a.kv_heads, -3)
-        if mask is None and past == 0:
-            out = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-        else:
-            if mask is None:  # causal over cache + new: new token i sees keys 0 .. past + i
-                mask = (
-                    torch.arange(past + n, device=x.device)[None]
-                    <= past + torch.arange(n, device=x.device)[:, None]
-                )
-            out = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask.to(x.device))
-        x = x + a.o_proj(out.transpose(-3, -2).flatten(-2))
-        return x + self.mlp(self.post_attention_layernorm(x))
+from specdec_lib.training import train_on_frozen_target
 
 
 class IndependentMTP(nn.Module):
@@ -195,7 +68,7 @@ class MTPModule(nn.Module):
         self.block = Block.like(target, copy_layer)
         if copy_layer is not None:
             self.norm.weight.data.copy_(hf.final_norm(target).weight.data)
-        self.to(hf.device_of(target))
+        self.to(hf.device_of(target), hf.dtype_of(target))
 
     def forward(self, h_prev, emb, positions, cache=None):
         x = self.eh_proj(torch.cat([self.enorm(emb), self.hnorm(h_prev)], -1))
@@ -288,7 +161,8 @@ class MTPProposer(Proposer):
     last committed position gives draft token i. Sequential modules: module k runs at the positions
     not yet in its cache, with the tokens k ahead -- committed ones, then this round's drafts -- so
     depth k conditions on drafts 1..k-1. After verification, module k keeps exactly the positions j
-    whose token j + k was committed (not the correction token), i.e. j < n_new - k.
+    whose token j + k was committed (not the correction token), i.e. j < n_new - k, where n_new =
+    len(verdict.tokens).
 
     Sampling: draft token d is drawn from q_d = the processed head distribution, and q is returned,
     so chain rejection sampling keeps the target's distribution exactly."""
@@ -302,16 +176,14 @@ class MTPProposer(Proposer):
             raise ValueError(f"depth must be 1..{most} (fixed when the heads were trained), got {depth!r}")
         self.feature_layers = (mtp.feature_layer,)
 
-    def start(self, target, prompt_ids, sampling, generator, features=None):
+    def start(self, target, prompt_ids, sampling, generator, features):
         vocab = self.mtp._shared[1].weight.shape[0]
         self.check_vocab("MTP heads", vocab, target)
         self.sampling, self.generator, self.forwards = sampling, generator, 0
         n_blocks = self.mtp.depth if self.sequential else self.mtp.num_heads
         self.caches = [KVCache() for _ in range(n_blocks)]
-        d = hf.block_config(target)["hidden"]
-        empty = torch.zeros(0, d, device=prompt_ids.device)
-        self.h0 = empty if features is None else features[self.mtp.feature_layer]  # positions 0 .. n - 1
-        self.outs = [empty] * n_blocks  # sequential: module k's outputs over its cached positions
+        self.h0 = features[self.mtp.feature_layer]  # the target's features at positions 0 .. n - 1
+        self.outs = [self.h0[:0]] * n_blocks  # sequential: module k's outputs over its cached positions
 
     @torch.no_grad()
     def propose(self, tokens, max_depth):
@@ -340,8 +212,8 @@ class MTPProposer(Proposer):
         q = None if self.sampling.greedy else torch.stack(qs)
         return DraftTree.chain(tokens.new_tensor(drafted), q)
 
-    def update(self, tokens, n_new, features=None):
-        self.h0 = torch.cat([self.h0, features[self.mtp.feature_layer]])
+    def update(self, tokens, verdict):
+        self.h0 = torch.cat([self.h0, verdict.features[self.mtp.feature_layer]])
         if self.sequential:  # module k: keep positions j whose token j + k is committed and was drafted
             pending = len(tokens) - 1
             for k, cache in enumerate(self.caches, start=1):

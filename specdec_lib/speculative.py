@@ -16,9 +16,23 @@ from specdec_lib.autoregressive import (
 )
 
 
+def ancestor_mask(parents) -> torch.Tensor:
+    """Tree attention: [N, N] bool, True at (i, j) when node j is node i itself or one of its ancestors
+    (explained in chapter 04). `parents[i]` is node i's parent (-1: none); parents come before their
+    children, so row i is its parent's row, already complete, plus node i itself."""
+    parents = torch.as_tensor(parents).tolist()
+    mask = torch.eye(len(parents), dtype=torch.bool)
+    for i, parent in enumerate(parents):
+        if parent >= i:
+            raise ValueError(f"node {i} has parent {parent}: a parent must come before its children")
+        if parent >= 0:
+            mask[i] |= mask[parent]
+    return mask
+
+
 @dataclass
 class DraftTree:
-    """What a proposer drafts in one round (defined in chapter 02; chapter 04 adds branching).
+    """What a proposer drafts in one round (defined in chapter 02; chapter 04 draws branching ones).
 
     Node i has token `tokens[i]` and parent `parents[i]` (-1 = the root, i.e. the pending token that
     ends the committed sequence). Nodes are topologically ordered: a parent comes before its children.
@@ -36,6 +50,27 @@ class DraftTree:
         parents = torch.arange(len(tokens), device=tokens.device) - 1
         return cls(tokens, parents, q)
 
+    @classmethod
+    def from_nodes(cls, tokens, parents, q=None) -> "DraftTree":
+        """A tree from nodes in any order (`parents[i]` indexes the same order; -1 = the root), e.g.
+        after re-ranking. Returns it renumbered parents first, siblings keeping their given order."""
+        tokens, parents = torch.as_tensor(tokens, dtype=torch.long), torch.as_tensor(parents).tolist()
+        kids: dict[int, list[int]] = {}
+        for i, parent in enumerate(parents):
+            if not -1 <= parent < len(parents) or parent == i:
+                raise ValueError(f"node {i} has parent {parent}: not a node of this tree")
+            kids.setdefault(parent, []).append(i)
+        order, level = [], kids.get(-1, [])
+        while level:  # breadth first from the root: every parent is placed before its children
+            order += level
+            level = [c for node in level for c in kids.get(node, [])]
+        if len(order) != len(parents):
+            raise ValueError("these nodes do not form a tree below the root (a cycle, or a lost node)")
+        new = {old: n for n, old in enumerate(order)}
+        index = torch.tensor(order, dtype=torch.long, device=tokens.device)
+        new_parents = torch.tensor([new.get(parents[old], -1) for old in order], device=tokens.device)
+        return cls(tokens[index], new_parents, None if q is None else q[index])
+
     def __len__(self) -> int:
         return len(self.tokens)
 
@@ -50,21 +85,55 @@ class DraftTree:
             depth[i] = 1 if parent < 0 else depth[parent] + 1
         return depth
 
-    def flatten(self, root: int, prefix_len: int):
-        """The target's verification input: ([root] + nodes, position ids, tree mask or None).
+    def children(self) -> dict[int, list[int]]:
+        """{node: its children, in order}; the root is -1."""
+        kids: dict[int, list[int]] = {}
+        for i, parent in enumerate(self.parents.tolist()):
+            kids.setdefault(parent, []).append(i)
+        return kids
 
-        A chain is an ordinary causal continuation, so it needs no mask and no explicit positions.
-        Branching trees need an ancestor mask and positions prefix_len + depth: chapter 04's `Tree`.
+    def path_to(self, node: int) -> list[int]:
+        """The nodes from the root's child down to `node` (empty for the root, -1)."""
+        path = []
+        while node >= 0:
+            path.append(node)
+            node = int(self.parents[node])
+        return path[::-1]
+
+    def flatten(self, root: int, prefix_len: int):
+        """The target's verification input: (ids [root] + tokens, position ids, ancestor mask).
+
+        A chain is an ordinary causal continuation: no mask and no explicit positions (None, None).
+        A branching tree: positions prefix_len + depth (the root has depth 0) and the [1 + N, 1 + N]
+        ancestor mask, in which every node sees the root, its other ancestors and itself.
         """
-        if not self.is_chain:
-            raise ValueError("this DraftTree branches: build it as specdec_lib.trees.Tree (chapter 04)")
         ids = torch.cat([self.tokens.new_tensor([root]), self.tokens])
-        return ids, None, None
+        if self.is_chain:
+            return ids, None, None
+        parents = torch.cat([self.parents.new_tensor([-1]), self.parents + 1])  # the root is flat node 0
+        depth = torch.cat([torch.zeros(1, dtype=torch.long), self.depth()])
+        return ids, (prefix_len + depth).to(ids.device), ancestor_mask(parents).to(ids.device)
+
+
+@dataclass
+class Verdict:
+    """What one round decided (defined in chapter 02): handed to `Proposer.update` and `on_round`."""
+
+    tree: DraftTree | None  # what was proposed (None: a plain decoding step)
+    path: list[int]  # accepted nodes, root to leaf (only those committed)
+    tokens: list[int]  # what the round commits: the accepted drafts, then the target's own token
+    kept: torch.Tensor  # slots of the verification pass kept in the target's cache: 0 (root), 1 + path
+    features: dict[int, torch.Tensor]  # target hidden states at the kept slots, per requested layer
+
+    @property
+    def next_token(self) -> int:
+        """The new pending token: the target's correction or bonus token (or the last one kept)."""
+        return self.tokens[-1]
 
 
 @dataclass
 class Stats:
-    """Per-generation statistics of the engine (defined in chapter 02)."""
+    """Per-generation statistics of the engine (defined in chapter 02), filled from the verdicts."""
 
     accepted: list[int] = field(default_factory=list)  # accepted draft tokens per round
     drafted: list[int] = field(default_factory=list)  # draft depth offered per round
@@ -76,6 +145,18 @@ class Stats:
     time_draft: float = 0.0
     time_verify: float = 0.0
     time_other: float = 0.0
+
+    def record(self, verdict: Verdict, t_draft: float, t_verify: float, t_other: float) -> None:
+        """One round: one target pass, its verdict, and where its time went."""
+        tree = verdict.tree
+        self.target_forwards += 1
+        self.new_tokens += len(verdict.tokens)
+        self.accepted.append(len(verdict.path))
+        self.drafted.append(0 if tree is None else int(tree.depth().max()))
+        self.tree_sizes.append(0 if tree is None else len(tree))
+        self.time_draft += t_draft
+        self.time_verify += t_verify
+        self.time_other += t_other
 
     @property
     def tau(self) -> float:
@@ -112,16 +193,16 @@ class Proposer:
     feature_layers: tuple[int, ...] = ()
     forwards: int = 0  # draft passes so far, read by the engine's statistics
 
-    def start(self, target, prompt_ids: torch.Tensor, sampling: SamplingParams, generator, features=None):
-        """A new generation begins; `features` are the target's hidden states over prompt[:-1]."""
+    def start(self, target, prompt_ids: torch.Tensor, sampling: SamplingParams, generator, features: dict):
+        """A new generation begins; `features[layer]` are the target's hidden states over prompt[:-1]."""
 
     def propose(self, tokens: torch.Tensor, max_depth: int) -> DraftTree | None:
         """Draft at most `max_depth` levels after `tokens` (committed; the last one is pending)."""
         raise NotImplementedError
 
-    def update(self, tokens: torch.Tensor, n_new: int, features=None):
-        """After a round: `tokens` is the committed sequence; its last `n_new` are new. `features` hold
-        the target's hidden states at the verified positions that were kept (root + accepted nodes)."""
+    def update(self, tokens: torch.Tensor, verdict: Verdict):
+        """After a round: `tokens` is the committed sequence, ending in `verdict.tokens`; `verdict.path`
+        the accepted nodes; `verdict.features` the target's hidden states at root + accepted nodes."""
 
     @staticmethod
     def check_vocab(what: str, vocab: int, target) -> None:
@@ -137,11 +218,13 @@ class DraftModelProposer(Proposer):
     """Classic speculative decoding: a small draft model proposes a chain of k tokens (chapter 02)."""
 
     def __init__(self, draft_model, k: int):
-        if not isinstance(k, int) or k < 1:
+        if hf.is_model(k) or not hf.is_model(draft_model):
+            raise ValueError("DraftModelProposer(draft_model, k): a causal LM first, then the draft length")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValueError(f"k (tokens drafted per round) must be an integer >= 1, got {k!r}")
         self.draft, self.k = draft_model, k
 
-    def start(self, target, prompt_ids, sampling, generator, features=None):
+    def start(self, target, prompt_ids, sampling, generator, features):
         self.check_vocab("draft", hf.vocab_size(self.draft), target)
         self.sampling, self.generator = sampling, generator
         self.cache = hf.new_cache(self.draft)  # the draft's own KV cache, rolled back every round
@@ -166,7 +249,7 @@ class DraftModelProposer(Proposer):
         q = None if self.sampling.greedy else torch.stack(qs)
         return DraftTree.chain(tokens.new_tensor(drafted), q)
 
-    def update(self, tokens, n_new, features=None):
+    def update(self, tokens, verdict):
         # Keep only cache entries of committed tokens: the accepted drafts are valid, the rest is dropped.
         hf.crop_cache(self.cache, len(tokens) - 1)
 
@@ -182,23 +265,90 @@ def verify_greedy(tree: DraftTree, p: torch.Tensor, generator=None) -> tuple[lis
         match = (tree.tokens == choice[:-1]).long()
         a = int(match.cumprod(0).sum())
         return list(range(a)), int(choice[a])
-    path, node = [], -1
-    children = {}
-    for i, parent in enumerate(tree.parents.tolist()):
-        children.setdefault(parent, []).append(i)
+    path, node, kids = [], -1, tree.children()
     while True:
         want = int(choice[node + 1])
-        nxt = next((c for c in children.get(node, []) if int(tree.tokens[c]) == want), None)
+        nxt = next((c for c in kids.get(node, []) if int(tree.tokens[c]) == want), None)
         if nxt is None:
             return path, want
         path.append(nxt)
         node = nxt
 
 
-def _now(device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return time.perf_counter()
+class Clock:
+    """Seconds since the last lap (waits for the GPU first, so that laps measure finished work)."""
+
+    def __init__(self, device):
+        self.cuda = device.type == "cuda"
+        self.last = self._now()
+
+    def _now(self) -> float:
+        if self.cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    def lap(self) -> float:
+        now = self._now()
+        elapsed, self.last = now - self.last, now
+        return elapsed
+
+
+def check_verifier(verify, sampling: SamplingParams):
+    """The verifier to use: greedy matching by default; sampling needs an explicit lossless rule."""
+    if verify is not None:
+        return verify
+    if not sampling.greedy:
+        raise ValueError("sampling needs a rejection-sampling verifier: use specdec_lib.generate")
+    return verify_greedy
+
+
+def check_proposer(proposer) -> None:
+    """A clear error for the classic slip of passing the draft model itself as the proposer."""
+    if proposer is None:
+        return
+    if isinstance(proposer, torch.nn.Module):
+        raise ValueError("a model is not a proposer: wrap a draft model as DraftModelProposer(draft, k)")
+    if not all(callable(getattr(proposer, hook, None)) for hook in ("start", "propose", "update")):
+        raise ValueError(f"{type(proposer).__name__} is not a Proposer (it needs start, propose, update)")
+
+
+def prefill(target, prompt: torch.Tensor, layers=()):
+    """Step 1: a fresh target cache holding prompt[:-1] (the last prompt token is the first pending
+    one), and the target's hidden states there for each requested layer ([0, d] for a 1-token prompt)."""
+    cache = hf.new_cache(target)
+    if len(prompt) == 1:
+        return cache, {layer: hf.empty_hidden(target) for layer in layers}
+    return cache, hf.forward(target, prompt[:-1], cache, hidden_layers=layers).hidden
+
+
+def verify_round(target, cache, tokens, tree, sampling, verify, generator=None, layers=(), room=1, eos=None):
+    """Step 2: ONE target pass over [root] + tree, the verifier's decision, and what to commit.
+
+    `tokens` is the committed sequence (its last token, the root, is pending: not in `cache` yet);
+    `room` how many tokens may still be committed; `eos` a token after which nothing is committed."""
+    if tree is not None and len(tree) == 0:
+        tree = None
+    if tree is None:  # a plain decoding step
+        ids, positions, mask = tokens[-1:], None, None
+    else:
+        ids, positions, mask = tree.flatten(int(tokens[-1]), len(tokens) - 1)
+    out = hf.forward(target, ids, cache, position_ids=positions, tree_mask=mask, hidden_layers=layers)
+    p = process_logits(out.logits, sampling)
+    path, nxt = ([], sample_token(p[0], generator)) if tree is None else verify(tree, p, generator)
+    new = [int(t) for t in tree.tokens[path]] + [nxt] if path else [nxt]
+    if eos is not None and eos in new:  # nothing after EOS
+        new = new[: new.index(eos) + 1]
+    new = new[:room]
+    path = path[: len(new) - 1]  # the nodes whose tokens were committed before the pending one
+    kept = torch.tensor([0] + [1 + i for i in path], device=tokens.device)
+    return Verdict(tree, path, new, kept, {layer: h[kept] for layer, h in out.hidden.items()})
+
+
+def commit(cache, tokens: torch.Tensor, verdict: Verdict) -> torch.Tensor:
+    """Step 3: keep prefix + root + accepted nodes in the target's cache (a crop for a chain, a gather
+    for a tree) and return the committed sequence with the new tokens appended."""
+    hf.keep_cache_slots(cache, len(tokens) - 1, verdict.kept)
+    return torch.cat([tokens, tokens.new_tensor(verdict.tokens)])
 
 
 @torch.inference_mode()
@@ -221,69 +371,33 @@ def generate(
     KV cache; it is the root of the next proposal. `verify(tree, p, generator)` returns the accepted
     node path and the target's next token; greedy by default (chapter 03 adds rejection sampling).
     proposer=None is plain autoregressive decoding: every round verifies just the root.
-    on_round(tokens, tree, path, cache), if given, is called after every round (tests, figures).
+    on_round(tokens, verdict, cache), if given, is called after every round (tests, figures).
     """
     sampling = SamplingParams(temperature, top_k, top_p)
-    prompt = check_request(target, prompt_ids, max_new_tokens)
-    device = prompt.device
-    if verify is None:
-        if not sampling.greedy:
-            raise ValueError("sampling needs a rejection-sampling verifier: use specdec_lib.generate")
-        verify = verify_greedy
-    generator = make_generator(seed, device)
-    stats = Stats()
+    tokens = prompt = check_request(target, prompt_ids, max_new_tokens, eos_token_id)
+    verify = check_verifier(verify, sampling)
+    check_proposer(proposer)
+    generator, stats, clock = make_generator(seed, prompt.device), Stats(), Clock(prompt.device)
     layers = proposer.feature_layers if proposer is not None else ()
-    cache = hf.new_cache(target)
-    t0 = _now(device)
-    features = None
-    if len(prompt) > 1:  # prefill all but the last prompt token, which becomes the first root
-        features = hf.forward(target, prompt[:-1], cache, hidden_layers=layers).hidden
-        stats.prefill_forwards += 1
+    cache, features = prefill(target, prompt, layers)
     if proposer is not None:
         proposer.start(target, prompt, sampling, generator, features)
-    tokens, new = prompt, []
-    stats.time_other += _now(device) - t0
-    while len(new) < max_new_tokens:
-        remaining = max_new_tokens - len(new)
-        t0 = _now(device)
-        tree = proposer.propose(tokens, remaining - 1) if proposer is not None and remaining > 1 else None
-        t1 = _now(device)
-        prefix_len = len(tokens) - 1  # == what the target cache holds
-        root = int(tokens[-1])
-        if tree is None or len(tree) == 0:
-            ids, pos, mask = tokens[-1:], None, None
-        else:
-            ids, pos, mask = tree.flatten(root, prefix_len)
-        out = hf.forward(target, ids, cache, position_ids=pos, tree_mask=mask, hidden_layers=layers)
-        stats.target_forwards += 1
-        p = process_logits(out.logits, sampling)
-        if tree is None or len(tree) == 0:
-            path, nxt = [], sample_token(p[0], generator)
-        else:
-            path, nxt = verify(tree, p, generator)
-        t2 = _now(device)
-        committed = ([int(t) for t in tree.tokens[path]] if path else []) + [nxt]
-        if eos_token_id is not None and eos_token_id in committed:  # nothing after EOS
-            committed = committed[: committed.index(eos_token_id) + 1]
-        committed = committed[:remaining]
-        # The cache holds prefix + root + all nodes: keep root + accepted path (a crop for chains).
-        kept = torch.tensor([0] + [1 + i for i in path], device=device)
-        hf.keep_cache_slots(cache, prefix_len, kept)
-        tokens = torch.cat([tokens, tokens.new_tensor(committed)])
-        new += committed
+    stats.prefill_forwards, stats.time_other = int(len(prompt) > 1), clock.lap()
+    while stats.new_tokens < max_new_tokens:
+        room = max_new_tokens - stats.new_tokens
+        tree = proposer.propose(tokens, room - 1) if proposer is not None and room > 1 else None
+        t_draft = clock.lap()
+        verdict = verify_round(
+            target, cache, tokens, tree, sampling, verify, generator, layers, room, eos_token_id
+        )
+        t_verify = clock.lap()
+        tokens = commit(cache, tokens, verdict)
         if proposer is not None:
-            kept_features = {k: v[kept] for k, v in out.hidden.items()} if layers else None
-            proposer.update(tokens, len(committed), kept_features)
-        stats.accepted.append(len(path))
-        stats.drafted.append(0 if tree is None else int(tree.depth().max()) if len(tree) else 0)
-        stats.tree_sizes.append(0 if tree is None else len(tree))
-        stats.time_draft += t1 - t0
-        stats.time_verify += t2 - t1
-        stats.time_other += _now(device) - t2
+            proposer.update(tokens, verdict)
+        stats.record(verdict, t_draft, t_verify, clock.lap())
         if on_round is not None:
-            on_round(tokens, tree, path, cache)
-        if eos_token_id is not None and committed[-1] == eos_token_id:
+            on_round(tokens, verdict, cache)
+        if verdict.next_token == eos_token_id:
             break
-    stats.new_tokens = len(new)
     stats.draft_forwards = proposer.forwards if proposer is not None else 0
-    return Generation(new, stats)
+    return Generation(tokens[len(prompt) :].tolist(), stats)

@@ -4,33 +4,9 @@
 import torch
 
 from specdec_lib import hf
-from specdec_lib.autoregressive import process_logits, sample_token
+from specdec_lib.autoregressive import is_integer, process_logits, sample_token
 from specdec_lib.rejection import point_mass, residual
-from specdec_lib.speculative import DraftTree, Proposer
-
-
-def ancestor_mask(parents) -> torch.Tensor:
-    """Tree attention: [N, N] bool, True at (i, j) when node j is node i itself or one of its ancestors.
-
-    `parents[i]` is node i's parent (-1: none). Parents come before their children, so row i is its
-    parent's row, already complete, plus node i itself.
-    """
-    parents = torch.as_tensor(parents).tolist()
-    mask = torch.eye(len(parents), dtype=torch.bool)
-    for i, parent in enumerate(parents):
-        if parent >= i:
-            raise ValueError(f"node {i} has parent {parent}: a parent must come before its children")
-        if parent >= 0:
-            mask[i] |= mask[parent]
-    return mask
-
-
-def children_of(parents) -> dict[int, list[int]]:
-    """{node: its children, in order}; the root is -1."""
-    kids: dict[int, list[int]] = {}
-    for i, parent in enumerate(torch.as_tensor(parents).tolist()):
-        kids.setdefault(parent, []).append(i)
-    return kids
+from specdec_lib.speculative import DraftTree, Proposer, ancestor_mask
 
 
 class Tree(DraftTree):
@@ -53,17 +29,6 @@ class Tree(DraftTree):
         long = {"dtype": torch.long, "device": device}
         return cls(torch.tensor(tokens, **long), torch.tensor(parents, **long), q)
 
-    def children(self) -> dict[int, list[int]]:
-        return children_of(self.parents)
-
-    def flatten(self, root: int, prefix_len: int):
-        """The verification input: ids [root] + tokens; positions prefix_len + depth (the root has depth
-        0); and the [1 + N, 1 + N] ancestor mask: every node sees the root, its other ancestors, itself."""
-        ids = torch.cat([self.tokens.new_tensor([root]), self.tokens])
-        parents = torch.cat([self.parents.new_tensor([-1]), self.parents + 1])  # the root is flat node 0
-        depth = torch.cat([torch.zeros(1, dtype=torch.long), self.depth()])
-        return ids, (prefix_len + depth).to(ids.device), ancestor_mask(parents).to(ids.device)
-
 
 def draw_tree(tree: DraftTree, labels=None, root_label="root", accepted=(), axes=None):
     """Draw a draft tree (left) and the attention mask of its verification pass (right).
@@ -75,7 +40,7 @@ def draw_tree(tree: DraftTree, labels=None, root_label="root", accepted=(), axes
 
     n = len(tree)
     labels = [str(t) for t in tree.tokens.tolist()] if labels is None else [str(s) for s in labels]
-    kids, depth = children_of(tree.parents), {-1: 0, **dict(enumerate(tree.depth().tolist()))}
+    kids, depth = tree.children(), {-1: 0, **dict(enumerate(tree.depth().tolist()))}
     row = {}
 
     def place(node, next_leaf):  # leaves one row apart, depth first; a parent level with its children
@@ -145,22 +110,26 @@ class TreeDraftProposer(Proposer):
     plus the accepted nodes (a gather) and drops the rest."""
 
     def __init__(self, draft_model, branching=(3, 2, 1), mode: str = "topk"):
+        if hf.is_model(branching) or not hf.is_model(draft_model):
+            raise ValueError("TreeDraftProposer(draft_model, branching): a causal LM, then e.g. (3, 2, 1)")
+        if not isinstance(branching, (tuple, list)):
+            raise ValueError(f"branching must be a sequence such as (3, 2, 1), got {branching!r}")
         branching = tuple(branching)
-        if not branching or not all(isinstance(b, int) and b >= 1 for b in branching):
+        if not branching or not all(is_integer(b) and b >= 1 for b in branching):
             raise ValueError(f"branching must be a non-empty sequence of integers >= 1, got {branching!r}")
         if mode not in SIBLING_MODES:
             raise ValueError(f"mode must be one of {SIBLING_MODES}, got {mode!r}")
         self.draft, self.branching, self.mode = draft_model, branching, mode
 
-    def start(self, target, prompt_ids, sampling, generator, features=None):
+    def start(self, target, prompt_ids, sampling, generator, features):
         self.check_vocab("draft", hf.vocab_size(self.draft), target)
         self.sampling, self.generator = sampling, generator
         self.cache = hf.new_cache(self.draft)  # committed tokens, plus this round's tree while drafting
         self.forwards = 0
-        self.last = None  # (tree, committed length, nodes in the cache) of the round in flight
+        self.fed = 0  # nodes of this round's tree in the cache (all but the last level)
 
     def propose(self, tokens, max_depth):
-        self.last = None
+        self.fed = 0
         shape = self.branching[: max(0, max_depth)]
         if not shape:
             return None
@@ -192,25 +161,14 @@ class TreeDraftProposer(Proposer):
                 logits = out.logits
                 self.forwards += 1
         q = torch.stack(qs) if qs else None  # all nodes sampled, or all deterministic picks
-        tree = Tree(tokens.new_tensor(node_tokens), tokens.new_tensor(parents), q)
-        self.last = (tree, start, len(node_tokens) - len(level))  # the last level was never fed
-        return tree
+        self.fed = len(node_tokens) - len(level)  # the last level was never fed
+        return Tree(tokens.new_tensor(node_tokens), tokens.new_tensor(parents), q)
 
-    def update(self, tokens, n_new, features=None):
-        if self.last is None:  # no tree this round: keep the committed tokens only
-            hf.crop_cache(self.cache, len(tokens) - 1)
-            return
-        tree, start, fed = self.last
-        self.last = None
-        # Walk down the tree along the newly committed tokens (not the pending one, fed next round).
-        # A cached node whose path matches them holds exactly the keys and values a fresh pass over the
-        # committed text would compute: same token, same position, same visible context.
-        kids, node, kept = tree.children(), -1, []
-        for token in tokens[start : len(tokens) - 1].tolist():
-            node = next((c for c in kids.get(node, []) if c < fed and int(tree.tokens[c]) == token), None)
-            if node is None:
-                break
-            kept.append(node)
+    def update(self, tokens, verdict):
+        # Keep the committed prefix (up to the round's root) plus the accepted nodes the draft had fed:
+        # the keys and values a fresh pass over the committed text would compute. The rest is dropped.
+        start = len(tokens) - len(verdict.tokens)  # the cache position after this round's root
+        kept = [node for node in verdict.path if node < self.fed]
         hf.keep_cache_slots(self.cache, start, torch.tensor(kept, dtype=torch.long))
 
 
@@ -229,7 +187,7 @@ def verify_tree(tree: DraftTree, p: torch.Tensor, generator=None) -> tuple[list[
     without replacement q with the earlier siblings' tokens zeroed and renormalised. On a chain this is
     chapter 03's verify_chain. Returns (accepted node path, the next token).
     """
-    kids = children_of(tree.parents)
+    kids = tree.children()
     path, node = [], -1
     while True:
         P = p[node + 1]  # the target's distribution after the current node

@@ -35,7 +35,9 @@ def test_kept_positions_reference_matches_the_proposer():
     """The exercise's rule is the one MTPProposer.update applies to sequential module k's cache."""
     import torch
 
-    from specdec_lib.mtp import KVCache, MTPProposer
+    from specdec_lib.layers import KVCache
+    from specdec_lib.mtp import MTPProposer
+    from specdec_lib.speculative import Verdict
 
     class Stub:  # only what update() touches
         feature_layer = -1
@@ -50,6 +52,8 @@ def test_kept_positions_reference_matches_the_proposer():
             prop.outs = [torch.zeros(n, 2) for _ in range(4)]
             prop.h0 = torch.zeros(n, 2)
             tokens = torch.zeros(n + n_new + 1, dtype=torch.long)  # pending token at index n + n_new
-            prop.update(tokens, n_new, {-1: torch.zeros(n_new, 2)})
+            kept = torch.arange(n_new)  # the root and the n_new - 1 accepted drafts
+            verdict = Verdict(None, list(range(n_new - 1)), [0] * n_new, kept, {-1: torch.zeros(n_new, 2)})
+            prop.update(tokens, verdict)
             for k, c in enumerate(prop.caches, start=1):
                 assert len(c) == ch06.REFERENCE["check_kept_positions"](k, n, n_new), (k, n, n_new)

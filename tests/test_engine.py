@@ -138,8 +138,8 @@ def test_target_cache_after_every_round_equals_fresh_prefill(tiny_pair):
     target, _ = tiny_pair
     k, seen = 4, []
 
-    def check(tokens, tree, path, cache):
-        seen.append(len(path))
+    def check(tokens, verdict, cache):
+        seen.append(len(verdict.path))
         assert hf.cache_length(cache) == len(tokens) - 1
         fresh = hf.forward(target, tokens).logits[-1]
         cached = hf.forward(target, tokens[-1:], copy.deepcopy(cache)).logits[-1]

@@ -14,11 +14,10 @@ from conftest import chi_square_pvalue, continuation_logits, split_tables, tiny_
 
 from specdec_lib import hf, trees
 from specdec_lib.autoregressive import SamplingParams, generate_ar, process_logits
+from specdec_lib.layers import Block, KVCache
 from specdec_lib.medusa import MedusaHeads, MedusaProposer, medusa_choices, medusa_loss, typical_verifier
 from specdec_lib.mtp import (
-    Block,
     IndependentMTP,
-    KVCache,
     MTPProposer,
     SequentialMTP,
     independent_mtp_loss,
@@ -212,7 +211,7 @@ def test_mtp_caches_match_teacher_forcing(target, name):
     mtp = prop.mtp
     checked = []
 
-    def check(tokens, tree, path, cache):
+    def check(tokens, verdict, cache):
         n = len(tokens) - 1
         feats = hf.hidden_states(target, tokens[None, :n], (mtp.feature_layer,))[mtp.feature_layer][0]
         assert torch.allclose(prop.h0, feats, atol=1e-5)

@@ -48,7 +48,8 @@ def test_flatten_by_hand():
     ]
     assert mask.tolist() == [[bool(v) for v in r] for r in want]
     chain = Tree.chain(torch.tensor([4, 4, 4]))
-    assert torch.equal(chain.flatten(0, 3)[2], torch.ones(4, 4, dtype=torch.bool).tril())
+    assert chain.flatten(0, 3)[1:] == (None, None)  # a chain is plain causal: no mask, default positions
+    assert torch.equal(ancestor_mask(torch.arange(4) - 1), torch.ones(4, 4, dtype=torch.bool).tril())
     with pytest.raises(ValueError, match="before"):
         ancestor_mask([-1, 2, 0])
 
@@ -65,14 +66,6 @@ def random_tree(vocab, branching, seed):
                 parents.append(parent)
         level = new
     return Tree(torch.tensor(tokens), torch.tensor(parents))
-
-
-def path_to(tree, node):
-    path = []
-    while node >= 0:
-        path.append(node)
-        node = int(tree.parents[node])
-    return path[::-1]
 
 
 def assert_tree_logits_match_paths(model, vocab):
@@ -95,7 +88,7 @@ def assert_tree_logits_match_paths(model, vocab):
         second = hf.forward(model, ids[split:], cache2, position_ids=pos[split:], tree_mask=full)
         two_pass = torch.cat([first.logits, second.logits])
         for i in range(-1, len(tree)):
-            seq = torch.cat([prefix, tree.tokens[path_to(tree, i)]]) if i >= 0 else prefix
+            seq = torch.cat([prefix, tree.tokens[tree.path_to(i)]]) if i >= 0 else prefix
             want = hf.forward(model, seq).logits[-1]
             assert (got[i + 1] - want).abs().max() <= 1e-4, i
             assert (two_pass[i + 1] - want).abs().max() <= 1e-4, i
@@ -129,10 +122,10 @@ def test_max_depth_is_respected(tiny_pair):
     target, draft = tiny_pair
     proposer, prompt = TreeDraftProposer(draft, (3, 2, 1)), torch.tensor(PROMPTS[0])
     with torch.inference_mode():
-        proposer.start(target, prompt, SamplingParams(), None)
+        proposer.start(target, prompt, SamplingParams(), None, {})
         assert proposer.propose(prompt, 0) is None
         for depth, size in [(1, 3), (2, 9), (3, 15), (7, 15)]:
-            proposer.start(target, prompt, SamplingParams(), None)
+            proposer.start(target, prompt, SamplingParams(), None, {})
             tree = proposer.propose(prompt, depth)
             assert len(tree) == size and int(tree.depth().max()) == min(depth, 3)
             assert proposer.forwards == min(depth, 3)  # one draft pass per level (the first: the prompt)
@@ -174,7 +167,7 @@ def test_draft_passes_see_the_right_context(tiny_pair):
     for tokens, tree in seen:
         kids = tree.children()
         for node, children in kids.items():
-            seq = torch.cat([tokens, tree.tokens[path_to(tree, node)]]) if node >= 0 else tokens
+            seq = torch.cat([tokens, tree.tokens[tree.path_to(node)]]) if node >= 0 else tokens
             with torch.no_grad():
                 logits = hf.forward(target, seq).logits[-1]
             assert tree.tokens[children].tolist() == logits.topk(len(children)).indices.tolist()
@@ -186,7 +179,8 @@ def test_caches_after_every_round_equal_a_fresh_prefill(noisy_pair, mode):
     proposer = TreeDraftProposer(draft, (3, 2, 2), mode)
     paths = []
 
-    def check(tokens, tree, path, cache):
+    def check(tokens, verdict, cache):
+        tree, path = verdict.tree, verdict.path
         if tree is not None:
             kids = tree.children()
             paths.append([c != kids[int(tree.parents[c])][0] for c in path])  # a non-first child accepted?
@@ -419,7 +413,7 @@ def longest_independent_path(tree, p, generator=None):
     best = None
     for leaf in leaves:
         path, P = [], p[0]
-        for c in path_to(tree, leaf):
+        for c in tree.path_to(leaf):
             x = int(tree.tokens[c])
             q = (
                 tree.q[c]
@@ -489,7 +483,7 @@ def test_each_sibling_records_the_distribution_it_was_drawn_from(noisy_pair, mod
     )
     for tokens, tree in seen:
         for node, kids in tree.children().items():
-            seq = torch.cat([tokens, tree.tokens[path_to(tree, node)]]) if node >= 0 else tokens
+            seq = torch.cat([tokens, tree.tokens[tree.path_to(node)]]) if node >= 0 else tokens
             with torch.no_grad():
                 q = process_logits(hf.forward(draft, seq).logits[-1], sampling)
             left = q.clone()

@@ -1,0 +1,193 @@
+"""The method registry: one entry per speculative-decoding method (hand-written support code).
+
+    make_proposer("chain:4", target, draft)      # a fresh proposer for one generation
+    make_proposer("tree:3-2-1", target, draft)
+    make_proposer("medusa:16", target)           # loads the zoo's trained heads for this target
+    make_proposer("mtp-sequential:2", target, weights="random")   # untrained, for any target (tests)
+
+A spec is `NAME[:ARG]`. Every method the course builds is one `register(...)` call below; the bench,
+the tests (the proposer contract test runs on every entry) and the zoo trainer read this table, so a
+new method is added here and nowhere else. Builders import their chapter lazily, so a half-finished
+chapter never breaks the methods of the chapters before it.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+WEIGHTS = ("zoo", "random")
+
+
+@dataclass(frozen=True)
+class Method:
+    """One registered method. `build(arg, target, draft, weights)` returns a fresh proposer; `arg` is
+    the text after the colon ("" when absent)."""
+
+    name: str
+    build: Callable
+    chapter: int
+    summary: str
+    example: str  # a spec that the bench and the contract test use
+    needs_draft: bool = False  # a separate draft model (chain, tree)
+    zoo_weights: str | None = None  # the trained weights it loads from the zoo (None: no weights)
+
+
+METHODS: dict[str, Method] = {}
+
+
+def register(
+    name: str,
+    build: Callable,
+    *,
+    chapter: int,
+    summary: str,
+    example: str | None = None,
+    needs_draft: bool = False,
+    zoo_weights: str | None = None,
+) -> Method:
+    """Add a method (or replace one of the same name) and return its entry."""
+    if not name or ":" in name:
+        raise ValueError(f"a method name is a non-empty word without ':', got {name!r}")
+    METHODS[name] = Method(name, build, chapter, summary, example or name, needs_draft, zoo_weights)
+    return METHODS[name]
+
+
+def make_proposer(spec: str, target, draft=None, weights: str = "zoo"):
+    """A fresh proposer for `spec` ("NAME" or "NAME:ARG", e.g. "chain:4", "tree:3-2-1", "medusa:16").
+
+    weights="zoo" loads the zoo's trained weights for `target` (once per target; later calls reuse
+    them); weights="random" builds the method's modules untrained, for any target (tests, training)."""
+    if not isinstance(spec, str):
+        raise ValueError(f"a method spec is a string such as 'chain:4', got {spec!r}")
+    if weights not in WEIGHTS:
+        raise ValueError(f"weights must be one of {WEIGHTS}, got {weights!r}")
+    name, _, arg = spec.partition(":")
+    if name not in METHODS:
+        raise ValueError(f"unknown method {name!r} in spec {spec!r}; registered: {', '.join(METHODS)}")
+    method = METHODS[name]
+    if method.needs_draft and draft is None:
+        raise ValueError(f"method {name!r} needs a draft model: make_proposer({spec!r}, target, draft)")
+    return method.build(arg, target, draft, weights)
+
+
+# Trained modules loaded from the zoo, per target object (dropped with the target).
+_LOADED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _zoo_module(target, name: str, load: Callable):
+    """`load(target)` -> (module, card), once per target and name."""
+    per_target = _LOADED.setdefault(target, {})
+    if name not in per_target:
+        per_target[name] = load(target)
+    return per_target[name]
+
+
+def _int_arg(arg: str, default: int, what: str) -> int:
+    if not arg:
+        return default
+    if not arg.isdigit() or int(arg) < 1:
+        raise ValueError(f"{what} must be a positive integer, got {arg!r}")
+    return int(arg)
+
+
+# ---------------------------------------------------------------- the course's methods, by chapter
+def _chain(arg, target, draft, weights):
+    from specdec_lib.speculative import DraftModelProposer
+
+    return DraftModelProposer(draft, _int_arg(arg, 4, "chain:K"))
+
+
+def _tree(arg, target, draft, weights):
+    from specdec_lib.trees import TreeDraftProposer
+
+    shape = tuple(_int_arg(b, 0, "tree:A-B-C branching") for b in (arg or "3-2-1").split("-"))
+    return TreeDraftProposer(draft, shape)
+
+
+def _random_medusa(target):
+    """Untrained Medusa heads with small random ResBlocks (seeded), so heads differ from each other."""
+    from specdec_lib.medusa import MedusaHeads
+
+    heads = MedusaHeads.for_target(target, num_heads=3, train_projection=False)
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for block in heads.blocks:
+            w = (
+                torch.randn(block.linear.weight.shape, generator=g)
+                * 0.5
+                / block.linear.weight.shape[1] ** 0.5
+            )
+            block.linear.weight.copy_(w)
+    # Treat rank r at every head as 0.5 ** (r + 1) likely: a small tree of the best few guesses.
+    return heads.eval(), {"validation_accuracy": {"top_i": [[0.5 ** (r + 1) for r in range(4)]] * 3}}
+
+
+def _medusa(arg, target, draft, weights):
+    from specdec_lib.medusa import MedusaProposer, load_medusa, medusa_choices
+
+    heads, card = (
+        _random_medusa(target) if weights == "random" else _zoo_module(target, "medusa", load_medusa)
+    )
+    accuracy = torch.tensor(card["validation_accuracy"]["top_i"])
+    return MedusaProposer(heads, medusa_choices(accuracy, _int_arg(arg, 16, "medusa:NODES")))
+
+
+def _mtp(kind: str):
+    def build(arg, target, draft, weights):
+        from specdec_lib.mtp import IndependentMTP, MTPProposer, SequentialMTP, load_mtp
+
+        if weights == "random":  # blocks start as copies of the target's last layer: a fair untrained start
+            mtp = (
+                IndependentMTP(target, num_heads=3)
+                if kind == "independent"
+                else SequentialMTP(target, depth=3)
+            )
+        else:
+            mtp, _ = _zoo_module(target, f"mtp-{kind}", lambda t: load_mtp(t, kind))
+        return MTPProposer(mtp.eval(), _int_arg(arg, 0, f"mtp-{kind}:DEPTH") or None)
+
+    return build
+
+
+register(
+    "chain",
+    _chain,
+    chapter=2,
+    summary="a separate draft model drafts a chain of K tokens (classic speculative decoding)",
+    example="chain:3",
+    needs_draft=True,
+)
+register(
+    "tree",
+    _tree,
+    chapter=4,
+    summary="a draft model drafts a fixed-shape tree, one draft pass per level (SpecInfer-style)",
+    example="tree:2-2-1",
+    needs_draft=True,
+)
+register(
+    "medusa",
+    _medusa,
+    chapter=5,
+    summary="Medusa heads on the target's last hidden state draft a sparse tree of NODES nodes",
+    example="medusa:16",
+    zoo_weights="medusa",
+)
+register(
+    "mtp-independent",
+    _mtp("independent"),
+    chapter=6,
+    summary="independent multi-token-prediction heads (Gloeckle et al.) draft a chain",
+    zoo_weights="mtp-independent",
+)
+register(
+    "mtp-sequential",
+    _mtp("sequential"),
+    chapter=6,
+    summary="sequential MTP modules (DeepSeek-V3) draft a chain, each depth reading the one before",
+    zoo_weights="mtp-sequential",
+)

@@ -1,0 +1,408 @@
+"""The proposer contract: every method in the registry (`specdec_lib.methods.METHODS`) must
+
+1. decode greedily exactly like plain autoregressive decoding (max_new_tokens 1, 2, 7, 20; held-out
+   prompts; the zoo pair and the zoo's trained weights);
+2. draft, every round, exactly what its drafter computes from a fresh teacher-forced pass over the
+   committed text (so its caches and the features it keeps are right, not merely harmless);
+3. leave the target's cache equal to a fresh prefill after every round;
+4. sample exactly the target's distribution: the law of the first two tokens, at T = 1 and at T = 0.7
+   with top-p 0.9 (and top-k 3), computed EXACTLY by enumerating every random draw of the proposer and
+   the verifier (tiny random models, untrained weights).
+
+A new method gets 1, 3 and 4 by registering, and 2 by adding its fresh reference to FRESH_DRAFT.
+The last tests show that the contract has teeth: broken proposers, a lying proposer (right tokens,
+wrong q) and a broken verifier all fail it.
+"""
+
+import copy
+import math
+from collections import defaultdict
+
+import pytest
+import torch
+from conftest import continuation_logits, split_tables, tiny_model
+
+import specdec_lib as sd
+from specdec_lib import hf, methods, rejection
+from specdec_lib.autoregressive import SamplingParams, generate_ar, process_logits
+from specdec_lib.speculative import DraftTree, Proposer
+
+
+# ------------------------------------------------------------ a toy method, registered in one place
+class PromptLookupProposer(Proposer):
+    """Prompt lookup decoding: find the latest earlier occurrence of the last `n` tokens and propose
+    the `k` tokens that followed it (no model at all). Deterministic picks, so q is None."""
+
+    def __init__(self, k: int = 3, n: int = 2):
+        self.k, self.n = k, n
+
+    def propose(self, tokens, max_depth):
+        seq, k = tokens.tolist(), min(self.k, max_depth)
+        for start in range(len(seq) - self.n - 1, -1, -1):
+            if seq[start : start + self.n] == seq[-self.n :]:
+                drafted = seq[start + self.n : start + self.n + k]
+                return DraftTree.chain(tokens.new_tensor(drafted)) if drafted else None
+        return None
+
+
+# This one call is everything it takes to add a method: the bench, the registry and every contract
+# test below now know "ngram".
+methods.register(
+    "ngram",
+    lambda arg, target, draft, weights: PromptLookupProposer(k=int(arg or 3)),
+    chapter=0,
+    summary="prompt lookup: copy what followed the last earlier occurrence of the last two tokens",
+    example="ngram:3",
+)
+SPECS = [m.example for m in methods.METHODS.values()]
+
+
+# -------------------------------------------------------------- fresh, teacher-forced references
+# Each returns, for every node of the proposer's greedy tree, the logits it must be the top-r choice
+# of (r = its rank among its siblings, 0 for a chain), recomputed from scratch: no cache, the target's
+# features recomputed over the committed text, the tree's own ancestors as context.
+def _fresh_chain(prop, target, tokens, tree):
+    return [(_last(prop.draft, torch.cat([tokens, tree.tokens[: i + 1]])[:-1]), 0) for i in range(len(tree))]
+
+
+def _fresh_tree(prop, target, tokens, tree):
+    kids, out = tree.children(), []
+    for i, parent in enumerate(tree.parents.tolist()):
+        context = torch.cat([tokens, tree.tokens[tree.path_to(parent)]])
+        out.append((_last(prop.draft, context), kids[parent].index(i)))
+    return out
+
+
+def _fresh_medusa(prop, target, tokens, tree):
+    h = hf.hidden_states(target, tokens[None, :-1], (-1,))[-1][0, -1]  # what chose the pending token
+    logits = prop.heads(h).float()
+    choices = [c for c in prop.choices if len(c) <= int(tree.depth().max())]
+    return [(logits[len(c) - 1], c[-1]) for c in choices]
+
+
+def _fresh_mtp(prop, target, tokens, tree):
+    mtp, n = prop.mtp, len(tokens) - 1  # features over positions 0 .. n - 1 (the pending token is n)
+    h = hf.hidden_states(target, tokens[None, :-1], (mtp.feature_layer,))[mtp.feature_layer][0]
+    positions, out = torch.arange(n), []
+    ext = torch.cat([tokens, tree.tokens])  # teacher-forced along the proposer's own drafts
+    for k in range(1, len(tree) + 1):
+        if prop.sequential:  # module k at position j reads h^{k-1}_j and the token at j + k
+            h = mtp.mtp[k - 1](h, mtp.embed(ext[k : k + n]), positions)
+            out.append((mtp.logits(k, h[-1]), 0))
+        else:  # head k reads the trunk features only
+            out.append((mtp.logits(k, mtp.heads[k - 1](h, positions)[-1]), 0))
+    return out
+
+
+def _fresh_ngram(prop, target, tokens, tree):
+    want = PromptLookupProposer(prop.k, prop.n).propose(tokens, len(tree))
+    return [
+        (torch.nn.functional.one_hot(want.tokens, hf.vocab_size(target))[i].float(), 0)
+        for i in range(len(tree))
+    ]
+
+
+FRESH_DRAFT = {
+    "chain": _fresh_chain,
+    "tree": _fresh_tree,
+    "medusa": _fresh_medusa,
+    "mtp-independent": _fresh_mtp,
+    "mtp-sequential": _fresh_mtp,
+    "ngram": _fresh_ngram,
+}
+
+
+def _last(model, ids):
+    return hf.forward(model, ids).logits[-1]
+
+
+def check_draft_is_fresh(name, prop, target, tokens, tree, tol=1e-4):
+    """Every node's token has exactly the logit of its rank-r choice in the fresh recomputation (by
+    value, so near-ties cannot fool the check); the tree's shape matches the reference's."""
+    want = FRESH_DRAFT[name](prop, target, tokens, tree)
+    assert len(want) == len(tree), f"{name}: drafted {len(tree)} nodes, the fresh reference {len(want)}"
+    for i, (logits, rank) in enumerate(want):
+        kth = logits.topk(rank + 1).values[-1]
+        got = logits[int(tree.tokens[i])]
+        assert abs(float(got - kth)) <= tol, (
+            f"{name}: node {i} is not the rank-{rank} choice of a fresh teacher-forced pass "
+            f"(logit {float(got):.5f} vs {float(kth):.5f}): stale cache or features from the wrong position"
+        )
+
+
+def spy(name, prop, target):
+    """Wrap `prop.propose` so that every greedy draft is checked against the fresh reference."""
+    propose = prop.propose
+
+    def checked(tokens, max_depth):
+        tree = propose(tokens, max_depth)
+        if tree is not None and len(tree):
+            assert int(tree.depth().max()) <= max_depth
+            check_draft_is_fresh(name, prop, target, tokens, tree)
+        return tree
+
+    prop.propose = checked
+    return prop
+
+
+def check_target_cache(target):
+    def on_round(tokens, verdict, cache):
+        assert hf.cache_length(cache) == len(tokens) - 1  # the pending token is not cached yet
+        fresh = hf.forward(target, tokens).logits[-1]
+        cached = hf.forward(target, tokens[-1:], copy.deepcopy(cache)).logits[-1]
+        assert (cached - fresh).abs().max() <= 1e-4, "the target's cache differs from a fresh prefill"
+
+    return on_round
+
+
+# ------------------------------------------------------------------------------ the greedy contract
+@pytest.fixture(scope="module")
+def zoo():
+    target, draft, tok = sd.load_pair("tiny-code", device="cpu")
+    prompts = [torch.tensor(tok.encode(p))[-48:] for p in sd.heldout_prompts(3)]
+    refs = [generate_ar(target, p, 20) for p in prompts]
+    return target, draft, prompts, refs
+
+
+def test_every_method_has_a_fresh_reference():
+    missing = sorted(set(methods.METHODS) - set(FRESH_DRAFT))
+    assert not missing, f"add a fresh teacher-forced reference to FRESH_DRAFT for: {missing}"
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute(spec, zoo):
+    target, draft, prompts, refs = zoo
+    name = spec.partition(":")[0]
+    rounds = 0
+    for prompt, ref in zip(prompts, refs, strict=True):
+        for n in (1, 2, 7, 20):
+            prop = spy(name, sd.make_proposer(spec, target, draft), target)
+            out = sd.generate(target, prompt, n, prop, on_round=check_target_cache(target))
+            assert out.tokens == ref[:n], f"{spec}: greedy output differs from plain decoding (n = {n})"
+            assert out.stats.new_tokens == n and out.stats.target_forwards == len(out.stats.accepted)
+            rounds += len(out.stats.accepted)
+    assert rounds > 3 * (1 + 2 + 7 + 20) / 4, f"{spec}: suspiciously few rounds drafted anything"
+
+
+# ----------------------------------------------------------- exact enumeration of every random draw
+class Enumerate:
+    """Runs a function again and again, making every random draw a choice point, until all
+    combinations of outcomes are visited; returns {result: exact probability}.
+
+    torch.multinomial branches over the support of its distribution. torch.rand returns a symbolic
+    uniform u; the verifiers only ever compare u * q(x) < P(x), which accepts with probability
+    min(1, P(x) / q(x)), so that comparison branches into accept / reject with those weights. In a
+    vectorised chain comparison, the entries after the first rejection are never used (the accepted
+    prefix ends there), so they are set to reject without branching."""
+
+    def __init__(self, monkeypatch):
+        monkeypatch.setattr(torch, "multinomial", self.multinomial)
+        monkeypatch.setattr(torch, "rand", lambda *size, **kw: _Uniform(self, math.prod(_shape(size))))
+
+    def choose(self, outcomes):
+        outcomes = [(o, w) for o, w in outcomes if w > 0]
+        i = self.replay[self.pos] if self.pos < len(self.replay) else 0
+        self.trace.append((i, len(outcomes)))
+        self.pos += 1
+        self.weight *= outcomes[i][1]
+        return outcomes[i][0]
+
+    def multinomial(self, probs, num_samples, replacement=False, *, generator=None, out=None):
+        assert probs.dim() == 1, "the enumerator handles one distribution at a time"
+        p = probs.double() / probs.double().sum()
+        picks = []
+        for _ in range(num_samples):
+            left = p.clone()
+            if not replacement and picks:
+                left[picks] = 0
+                left /= left.sum()
+            picks.append(self.choose([(t, float(left[t])) for t in range(len(left))]))
+        return torch.tensor(picks, device=probs.device)
+
+    def run(self, fn):
+        law, self.replay = defaultdict(float), []
+        while True:
+            self.pos, self.weight, self.trace = 0, 1.0, []
+            law[fn()] += self.weight
+            while self.trace and self.trace[-1][0] + 1 >= self.trace[-1][1]:
+                self.trace.pop()
+            if not self.trace:
+                return law
+            self.replay = [i for i, _ in self.trace[:-1]] + [self.trace[-1][0] + 1]
+
+
+def _shape(size):
+    return size[0] if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)) else size
+
+
+class _Uniform:
+    def __init__(self, enum, n):
+        self.enum, self.n = enum, n
+
+    def __mul__(self, q):
+        return _Scaled(self.enum, torch.as_tensor(q).double().reshape(-1).expand(self.n))
+
+
+class _Scaled:
+    def __init__(self, enum, q):
+        self.enum, self.q = enum, q
+
+    def __lt__(self, P):
+        P = torch.as_tensor(P).double().reshape(-1).expand(len(self.q))
+        accept, alive = [], True
+        for q, p in zip(self.q.tolist(), P.tolist(), strict=True):
+            t = (1.0 if p > 0 else 0.0) if q == 0 else min(1.0, p / q)  # P(u * q < p), u ~ U(0, 1)
+            alive = alive and self.enum.choose([(True, t), (False, 1 - t)])
+            accept.append(alive)
+        return torch.tensor(accept)
+
+
+def first_two_tokens_law(target, make, sampling, max_new_tokens, monkeypatch):
+    """{(y1, y2): exact probability} of the first two tokens of `specdec_lib.generate`."""
+    enum = Enumerate(monkeypatch)
+    prompt = torch.tensor([1, 2, 3])
+
+    class Enough(Exception):
+        pass
+
+    def run():
+        got = []
+
+        def on_round(tokens, verdict, cache):
+            got.extend(verdict.tokens)
+            if len(got) >= 2:
+                raise Enough
+
+        try:
+            sd.generate(target, prompt, max_new_tokens, make(), sampling.temperature, sampling.top_k,
+                     sampling.top_p, on_round=on_round)  # fmt: skip
+        except Enough:
+            pass
+        return tuple(got[:2])
+
+    law = enum.run(run)
+    assert abs(sum(law.values()) - 1) < 1e-9
+    return law
+
+
+def target_law(target, sampling):
+    V = hf.vocab_size(target)
+    p1, p2, _ = split_tables(process_logits(continuation_logits(target, [1, 2, 3], V), sampling), 3, V)
+    return (p1.double()[:, None] * p2.double()).numpy()
+
+
+def law_gap(law, want):
+    got = torch.zeros(want.shape, dtype=torch.float64)
+    for (a, b), w in law.items():
+        got[a, b] += w
+    return float((got - torch.as_tensor(want)).abs().max())
+
+
+EXACT = 1e-5  # the enumeration is exact: a lossless method differs from the target by rounding only
+SAMPLINGS = {
+    "T=1": (SamplingParams(1.0), 2),
+    "T=0.7 top-k 3 top-p 0.9": (SamplingParams(0.7, top_k=3, top_p=0.9), 3),
+}
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return tiny_model(vocab=8, seed=0, scale=3.0), tiny_model(vocab=8, seed=1, layers=1, scale=3.0)
+
+
+@pytest.mark.parametrize("config", SAMPLINGS)
+@pytest.mark.parametrize("spec", SPECS)
+def test_sampling_is_exactly_the_targets_distribution(spec, config, tiny, monkeypatch):
+    target, draft = tiny
+    sampling, max_new = SAMPLINGS[config]
+    make = lambda: sd.make_proposer(spec, target, draft, weights="random")  # noqa: E731
+    law = first_two_tokens_law(target, make, sampling, max_new, monkeypatch)
+    assert law_gap(law, target_law(target, sampling)) < EXACT, f"{spec} under {config} is lossy"
+
+
+# ------------------------------------------------------------------------------ the contract's teeth
+class LyingProposer(Proposer):
+    """Right tokens, wrong q: draws exactly as the wrapped proposer does, then reports q sharpened
+    (q^2, renormalised) -- the bug of a drafter that samples at one temperature and reports another."""
+
+    def __init__(self, inner):
+        self.inner, self.feature_layers = inner, inner.feature_layers
+
+    def start(self, *args):
+        self.inner.start(*args)
+
+    def propose(self, tokens, max_depth):
+        tree = self.inner.propose(tokens, max_depth)
+        if tree is not None and tree.q is not None:
+            tree = DraftTree(tree.tokens, tree.parents, tree.q**2 / (tree.q**2).sum(-1, keepdim=True))
+        return tree
+
+    def update(self, tokens, verdict):
+        self.inner.update(tokens, verdict)
+
+
+@pytest.mark.parametrize("spec", ["chain:3", "mtp-sequential"])
+def test_a_lying_proposer_is_caught(spec, tiny, monkeypatch):
+    target, draft = tiny
+    sampling, max_new = SAMPLINGS["T=0.7 top-k 3 top-p 0.9"]
+    make = lambda: LyingProposer(sd.make_proposer(spec, target, draft, weights="random"))  # noqa: E731
+    gap = law_gap(
+        first_two_tokens_law(target, make, sampling, max_new, monkeypatch), target_law(target, sampling)
+    )
+    assert gap > 10 * EXACT, f"the exact sampling check missed a lying {spec} proposer (gap {gap:.1e})"
+
+
+def test_a_broken_verifier_is_caught(tiny, monkeypatch):
+    """After a rejection, sampling the correction from p instead of the residual max(0, p - q)."""
+    target, draft = tiny
+    sampling, max_new = SAMPLINGS["T=1"]
+    monkeypatch.setattr(rejection, "residual", lambda p, q: p)
+    make = lambda: sd.make_proposer("chain:3", target, draft, weights="random")  # noqa: E731
+    gap = law_gap(
+        first_two_tokens_law(target, make, sampling, max_new, monkeypatch), target_law(target, sampling)
+    )
+    assert gap > 10 * EXACT, f"the exact sampling check missed a broken verifier (gap {gap:.1e})"
+
+
+class CroppingTree(sd.TreeDraftProposer):
+    """Rolls its cache back as if the tree were a chain: a crop to the accepted length instead of a
+    gather of the accepted nodes, so a path through a non-first child keeps the wrong keys/values."""
+
+    def update(self, tokens, verdict):
+        kept = [node for node in verdict.path if node < self.fed]
+        hf.crop_cache(self.cache, len(tokens) - len(verdict.tokens) + len(kept))
+
+
+class EarlyMedusa(sd.MedusaProposer):
+    """Keeps the hidden state one position too early (lossless, so greedy equality cannot see it)."""
+
+    def update(self, tokens, verdict):
+        h = verdict.features[-1]
+        self.h = h[-2] if len(h) > 1 else self.h
+
+
+@pytest.mark.parametrize("broken", ["tree cache cropped, not gathered", "Medusa features one position early"])
+def test_broken_proposers_are_caught(broken, zoo):
+    target, draft, prompts, _ = zoo
+    if broken.startswith("tree"):
+        name, prop = "tree", CroppingTree(draft, (3, 2, 1))
+    else:
+        real = sd.make_proposer("medusa:16", target)
+        name, prop = "medusa", EarlyMedusa(real.heads, real.choices)
+    with pytest.raises(AssertionError, match="fresh teacher-forced"):
+        sd.generate(target, prompts[0], 20, spy(name, prop, target))
+
+
+# ----------------------------------------------------------------------------------- the registry
+def test_registry_specs_and_errors(tiny):
+    target, draft = tiny
+    assert {"chain", "tree", "medusa", "mtp-independent", "mtp-sequential"} <= set(methods.METHODS)
+    assert sd.make_proposer("chain:5", target, draft).k == 5
+    assert sd.make_proposer("tree:3-1", target, draft).branching == (3, 1)
+    for bad in ("nope", "chain:0", "chain:x", "tree:2--1", 3):
+        with pytest.raises(ValueError):
+            sd.make_proposer(bad, target, draft)
+    with pytest.raises(ValueError, match="needs a draft model"):
+        sd.make_proposer("chain:2", target)
+    with pytest.raises(ValueError, match="weights"):
+        sd.make_proposer("medusa", target, weights="pretrained")
