@@ -267,6 +267,11 @@ def train_heads(
         "mtp-sequential": lambda m, f, ids: sequential_mtp_loss(m, f[-1], ids),
     }
     lrs = {"medusa": 2e-3, "mtp-independent": 1e-3, "mtp-sequential": 1e-3}
+    from specdec_lib.methods import METHODS  # the registry names the weights the zoo must ship
+
+    missing = {m.zoo_weights for m in METHODS.values() if m.zoo_weights} - set(models)
+    if missing:
+        raise SystemExit(f"registered methods need zoo weights that train_heads does not train: {missing}")
     opts = {k: torch.optim.AdamW(m.parameters(), lr=lrs[k], weight_decay=0.0) for k, m in models.items()}
     batches = zoo.token_batches(tok, "train", batch, length, max_batches=max_steps, seed=seed)
     log(f"heads: {len(batches)} batches of {batch}x{length} tokens available; budget {minutes} min")
