@@ -374,10 +374,18 @@ def test_zoo_heads_load_and_decode_losslessly(zoo_target):
         mtp, card = load_mtp(target, kind)
         made[kind] = MTPProposer(mtp)
         assert len(card["validation_accuracy"]["top1"]) == made[kind].depth
-    for prompt in heldout_prompts(2):
+    # tau pooled over 8 held-out prompts x 48 greedy tokens, as measured on the zoo when the heads were
+    # committed (greedy decoding is deterministic): a lossless bug that drafts from the wrong position
+    # keeps the output but costs tau (Medusa from one position too early: 2.00 -> 1.78).
+    measured = {"medusa": 1.979, "independent": 1.483, "sequential": 2.087}
+    new, passes = dict.fromkeys(made, 0), dict.fromkeys(made, 0)
+    for prompt in heldout_prompts(8):
         ids = torch.tensor(tok.encode(prompt))
-        ref = generate_ar(target, ids, 24)
+        ref = generate_ar(target, ids, 48)
         for name, prop in made.items():
-            out = generate(target, ids, 24, prop)
+            out = generate(target, ids, 48, prop)
             assert out.tokens == ref, name
-            assert out.stats.tau > 1.0, name  # trained heads get some drafts accepted
+            new[name] += out.stats.new_tokens
+            passes[name] += out.stats.target_forwards
+    for name in made:
+        assert new[name] / passes[name] >= measured[name] - 0.05, (name, new[name] / passes[name])
