@@ -97,25 +97,44 @@ def test_heads_start_as_the_next_token_head(target):
     assert torch.allclose(ind(h[1][0]), lm.expand(2, -1, -1), atol=1e-4)
 
 
+def ce_at_offset(logits, ids, offset):
+    """The oracle, written from the definition, not from the implementation's slicing: the mean over
+    every position t with a token `offset` ahead (t + offset < T) of -log softmax(logits[t])[ids[t + offset]]."""
+    T = len(ids)
+    terms = []
+    for t in range(T):
+        if t + offset < T:
+            terms.append(-logits[t].log_softmax(-1)[ids[t + offset]])
+    return float(torch.stack(terms).mean())
+
+
+def check_against_oracle(per_head, logits, ids, offsets):
+    """Each head's CE == the oracle at its offset; the oracle one token off gives a different number."""
+    T = ids.shape[-1]
+    for ce, out, offset in zip(per_head, logits, offsets, strict=True):
+        assert out.shape[-2] in (T, T - offset)  # every position, or exactly those with a label
+        assert float(ce) == pytest.approx(ce_at_offset(out[0], ids[0], offset), rel=1e-5)
+        assert abs(float(ce) - ce_at_offset(out[0], ids[0], offset + 1)) > 1e-3  # the oracle has teeth
+
+
 @torch.no_grad()
 def check_mtp_losses(target, h, ids):
-    """MTP losses: per-depth CE == the definition, position by position."""
+    """MTP and Medusa losses against the oracle: sequential depth k at position j predicts ids[j + k + 1]
+    (DeepSeek-V3: h^k_j predicts t_{j+k+1}); independent head i and Medusa head k at position t predict
+    ids[t + 1 + i] (Gloeckle et al., Medusa); totals are the mean, the sum, the decay-weighted sum."""
     seq = perturb(SequentialMTP(target, depth=2), 0.2, 0)
-    _, ce = sequential_mtp_loss(seq, h, ids)
-    logits = seq(h, ids)
-    for k in (1, 2):
-        T = ids.shape[1]
-        manual = [-logits[k - 1][0, j].log_softmax(-1)[ids[0, j + k + 1]] for j in range(T - k - 1)]
-        assert float(ce[k - 1]) == pytest.approx(float(torch.stack(manual).mean()), rel=1e-5)
+    loss, ce = sequential_mtp_loss(seq, h, ids)
+    check_against_oracle(ce, seq(h, ids), ids, offsets=(2, 3))
+    assert float(loss) == pytest.approx(float(ce.mean()), rel=1e-6)
     ind = perturb(IndependentMTP(target, num_heads=2), 0.2, 0)
     z = hf.hidden_states(target, ids, (1,))[1]
-    _, ce = independent_mtp_loss(ind, z, ids)
-    logits = ind(z)
-    for i in (1, 2):
-        manual = [
-            -logits[i - 1][0, t].log_softmax(-1)[ids[0, t + 1 + i]] for t in range(ids.shape[1] - 1 - i)
-        ]
-        assert float(ce[i - 1]) == pytest.approx(float(torch.stack(manual).mean()), rel=1e-5)
+    loss, ce = independent_mtp_loss(ind, z, ids)
+    check_against_oracle(ce, ind(z), ids, offsets=(2, 3))
+    assert float(loss) == pytest.approx(float(ce.sum()), rel=1e-6)
+    medusa = perturb(MedusaHeads.for_target(target, 2), 0.3, 0)
+    loss, ce = medusa_loss(medusa, h, ids, decay=0.8)
+    check_against_oracle(ce, medusa(h), ids, offsets=(2, 3))
+    assert float(loss) == pytest.approx(0.8 * float(ce[0]) + 0.64 * float(ce[1]), rel=1e-5)
 
 
 def test_losses_use_the_right_offsets(target):
