@@ -78,7 +78,7 @@ def test_exporter_formats_cells(tmp_path):
 
 def test_exported_module_is_ruff_clean(tmp_path):
     """Cell gaps follow ruff's blank-line rules, so formatted cells give a lint-clean module."""
-    pytest.importorskip("ruff")
+    assert importlib.util.find_spec("ruff"), "ruff is required (requirements.txt): pip install ruff"
     cells = ["import math", "X = math.pi", "import os\nimport sys", "Y = os.sep, sys.maxsize"]
     cells += ["def f():\n    return X", "Z = 2", "class A:\n    pass", "# a comment\nW = 3"]
     nb = {

@@ -1,11 +1,20 @@
 """The offline model zoo: splits, prompts, tokenizer, loading, and the hub presets' offline failure."""
 
+import hashlib
+import json
+import platform
+import socket
 import time
+from pathlib import Path
 
 import pytest
 import torch
 
 from specdec_lib import zoo
+
+# The splits the zoo was trained on (file counts and hashes of the sorted relative paths, held-out files
+# by name), committed: a change to the split rule or the corpus filter shows up here.
+SPLITS = json.loads((Path(__file__).parent / "zoo_splits.json").read_text())
 
 
 def test_splits_are_deterministic_and_disjoint():
@@ -15,9 +24,21 @@ def test_splits_are_deterministic_and_disjoint():
     assert sum(len(v) for v in by_split.values()) == len(files)  # every file in exactly one split
     assert not (by_split["train"] & by_split["validation"] or by_split["train"] & by_split["test"])
     assert not by_split["validation"] & by_split["test"]
-    assert all(zoo.split_of(rel) == zoo.split_of(rel) for rel in list(by_split["test"])[:20])
-    assert zoo.split_of("json/decoder.py") == zoo.split_of("json/decoder.py")
+    for split, committed in SPLITS["splits"].items():  # the rule, on any Python: named files keep their split
+        assert all(zoo.split_of(rel) == split for rel in committed["paths"]), split
     assert all("test" not in rel.split("/")[:-1] for rel, _ in files)
+
+
+def test_splits_match_the_committed_hashes():
+    """On the Python the zoo was trained on, every split is file for file the committed one."""
+    assert f"CPython {SPLITS['python']} " in zoo.model_card("tiny-code", "target")["corpus"]
+    if platform.python_version() != SPLITS["python"]:
+        pytest.skip(f"the corpus is CPython {SPLITS['python']}'s stdlib; this is {platform.python_version()}")
+    assert len(zoo.corpus_files()) > 300
+    for split, committed in SPLITS["splits"].items():
+        rel = sorted(rel for rel, _ in zoo.corpus_files(split))
+        digest = hashlib.sha256("\n".join(rel).encode()).hexdigest()
+        assert (len(rel), digest) == (committed["files"], committed["sha256"]), split
 
 
 def test_heldout_prompts_are_fixed_and_from_heldout_files():
@@ -120,10 +141,18 @@ def test_tokenizer_round_trips_random_unicode(pair):
 @pytest.mark.parametrize("name", ["smollm2", "qwen3"])
 def test_hub_presets_fail_fast_and_clearly_offline(name, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    t0 = time.perf_counter()
+    attempts = []
+
+    def no_network(*args, **kwargs):
+        attempts.append(args)
+        raise OSError("tests: no network connection may be attempted when HF_HUB_OFFLINE=1")
+
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    monkeypatch.setattr(socket.socket, "connect_ex", no_network)
     with pytest.raises(zoo.ZooUnavailableError, match="Hugging Face hub"):
         zoo.load_pair(name, device="cpu")
-    assert time.perf_counter() - t0 < 30
+    assert attempts == []  # offline means offline: not even a reachability probe
 
 
 def test_hub_presets_fail_fast_without_network_even_if_not_marked_offline(monkeypatch):
