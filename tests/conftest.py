@@ -117,3 +117,92 @@ def split_tables(t, n, vocab):
     """From [V * V, n + 2, V] continuation rows (context length n): after the context [V], after x1
     [V, V], after x1 x2 [V, V, V]."""
     return t[0, n - 1], t[::vocab, n], t[:, n + 1].reshape(vocab, vocab, vocab)
+
+
+# ------------------------------------------------ exact laws: enumerate every random draw of a run
+class _Uniform:
+    """What the patched torch.rand returns: n uniforms u ~ U(0, 1), never materialised. The verifiers
+    only ever scale u and compare it, `u * a < b`, so the comparison is a choice point: element i is
+    below with probability clamp(b_i / a_i, 0, 1). Any other use raises (the search would be wrong)."""
+
+    def __init__(self, explorer, scale):
+        self.explorer, self.scale = explorer, scale
+
+    def __mul__(self, a):
+        return _Uniform(self.explorer, self.scale * torch.as_tensor(a, dtype=torch.float64))
+
+    __rmul__ = __mul__
+
+    def _below(self, b):
+        a = self.scale.reshape(-1)
+        b = torch.as_tensor(b, dtype=torch.float64).reshape(-1).expand(len(a))
+        if (a < 0).any():
+            raise NotImplementedError("the explorer handles u * a with a >= 0 only")
+        chance = torch.where(a > 0, (b / a.clamp(min=1e-300)).clamp(0, 1), (b > 0).double())
+        below = [self.explorer.choose([(True, t), (False, 1 - t)]) for t in chance.tolist()]
+        return torch.tensor(below).reshape(self.scale.shape)
+
+    def __lt__(self, b):
+        return self._below(b)
+
+    def __gt__(self, b):
+        return ~self._below(b)
+
+    def __getattr__(self, name):
+        raise NotImplementedError(f"the explorer cannot follow `u.{name}` on torch.rand's output")
+
+
+class ExactLaw:
+    """Runs a function again and again, every random draw a choice point, until every combination of
+    outcomes has been visited; `run(fn)` returns {fn's result: its exact probability}.
+
+    torch.multinomial (1-D, with or without replacement) branches over its support with the exact
+    probabilities; torch.rand returns a symbolic uniform (`_Uniform`); every other source of
+    randomness raises, so nothing random escapes the enumeration."""
+
+    def __init__(self, monkeypatch):
+        monkeypatch.setattr(torch, "multinomial", self._multinomial)
+        monkeypatch.setattr(torch, "rand", self._rand)
+        for name in ("randn", "randint", "randperm", "bernoulli", "rand_like", "randn_like", "normal"):
+            monkeypatch.setattr(torch, name, self._forbidden)
+        for name in ("multinomial", "uniform_", "exponential_", "bernoulli_", "random_", "normal_"):
+            monkeypatch.setattr(torch.Tensor, name, self._forbidden)
+
+    def choose(self, outcomes):
+        outcomes = [(o, w) for o, w in outcomes if w > 0]
+        i = self.replay[len(self.trace)] if len(self.trace) < len(self.replay) else 0
+        self.trace.append((i, len(outcomes)))
+        self.weight *= outcomes[i][1]
+        return outcomes[i][0]
+
+    def _multinomial(self, probs, num_samples, replacement=False, *, generator=None, out=None):
+        if probs.dim() != 1 or out is not None:
+            raise NotImplementedError("the explorer handles draws from one 1-D distribution")
+        p, picks = probs.double() / probs.double().sum(), []
+        for _ in range(num_samples):
+            left = p.clone()
+            if picks and not replacement:
+                left[picks] = 0
+                left = left / left.sum()
+            picks.append(self.choose(list(enumerate(left.tolist()))))
+        return torch.tensor(picks, device=probs.device)
+
+    def _rand(self, *size, generator=None, dtype=None, device=None, **kwargs):
+        shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)) else size
+        return _Uniform(self, torch.ones(shape, dtype=torch.float64))
+
+    @staticmethod
+    def _forbidden(*args, **kwargs):
+        raise NotImplementedError("a source of randomness the explorer does not enumerate")
+
+    def run(self, fn):
+        law, self.replay = {}, []
+        while True:
+            self.weight, self.trace = 1.0, []
+            result = fn()
+            law[result] = law.get(result, 0.0) + self.weight
+            while self.trace and self.trace[-1][0] + 1 >= self.trace[-1][1]:
+                self.trace.pop()  # this choice point has no outcome left to visit: back up
+            if not self.trace:
+                return law
+            self.replay = [i for i, _ in self.trace[:-1]] + [self.trace[-1][0] + 1]

@@ -15,12 +15,10 @@ wrong q) and a broken verifier all fail it.
 """
 
 import copy
-import math
-from collections import defaultdict
 
 import pytest
 import torch
-from conftest import continuation_logits, split_tables, tiny_model
+from conftest import ExactLaw, continuation_logits, split_tables, tiny_model
 
 import specdec_lib as sd
 from specdec_lib import hf, methods, rejection
@@ -184,82 +182,12 @@ def test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute(spec
     assert rounds > 3 * (1 + 2 + 7 + 20) / 4, f"{spec}: suspiciously few rounds drafted anything"
 
 
-# ----------------------------------------------------------- exact enumeration of every random draw
-class Enumerate:
-    """Runs a function again and again, making every random draw a choice point, until all
-    combinations of outcomes are visited; returns {result: exact probability}.
-
-    torch.multinomial branches over the support of its distribution. torch.rand returns a symbolic
-    uniform u; the verifiers only ever compare u * q(x) < P(x), which accepts with probability
-    min(1, P(x) / q(x)), so that comparison branches into accept / reject with those weights. In a
-    vectorised chain comparison, the entries after the first rejection are never used (the accepted
-    prefix ends there), so they are set to reject without branching."""
-
-    def __init__(self, monkeypatch):
-        monkeypatch.setattr(torch, "multinomial", self.multinomial)
-        monkeypatch.setattr(torch, "rand", lambda *size, **kw: _Uniform(self, math.prod(_shape(size))))
-
-    def choose(self, outcomes):
-        outcomes = [(o, w) for o, w in outcomes if w > 0]
-        i = self.replay[self.pos] if self.pos < len(self.replay) else 0
-        self.trace.append((i, len(outcomes)))
-        self.pos += 1
-        self.weight *= outcomes[i][1]
-        return outcomes[i][0]
-
-    def multinomial(self, probs, num_samples, replacement=False, *, generator=None, out=None):
-        assert probs.dim() == 1, "the enumerator handles one distribution at a time"
-        p = probs.double() / probs.double().sum()
-        picks = []
-        for _ in range(num_samples):
-            left = p.clone()
-            if not replacement and picks:
-                left[picks] = 0
-                left /= left.sum()
-            picks.append(self.choose([(t, float(left[t])) for t in range(len(left))]))
-        return torch.tensor(picks, device=probs.device)
-
-    def run(self, fn):
-        law, self.replay = defaultdict(float), []
-        while True:
-            self.pos, self.weight, self.trace = 0, 1.0, []
-            law[fn()] += self.weight
-            while self.trace and self.trace[-1][0] + 1 >= self.trace[-1][1]:
-                self.trace.pop()
-            if not self.trace:
-                return law
-            self.replay = [i for i, _ in self.trace[:-1]] + [self.trace[-1][0] + 1]
-
-
-def _shape(size):
-    return size[0] if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)) else size
-
-
-class _Uniform:
-    def __init__(self, enum, n):
-        self.enum, self.n = enum, n
-
-    def __mul__(self, q):
-        return _Scaled(self.enum, torch.as_tensor(q).double().reshape(-1).expand(self.n))
-
-
-class _Scaled:
-    def __init__(self, enum, q):
-        self.enum, self.q = enum, q
-
-    def __lt__(self, P):
-        P = torch.as_tensor(P).double().reshape(-1).expand(len(self.q))
-        accept, alive = [], True
-        for q, p in zip(self.q.tolist(), P.tolist(), strict=True):
-            t = (1.0 if p > 0 else 0.0) if q == 0 else min(1.0, p / q)  # P(u * q < p), u ~ U(0, 1)
-            alive = alive and self.enum.choose([(True, t), (False, 1 - t)])
-            accept.append(alive)
-        return torch.tensor(accept)
-
-
+# ------------------------------------------- the law of the first two tokens, by exact enumeration
 def first_two_tokens_law(target, make, sampling, max_new_tokens, monkeypatch):
-    """{(y1, y2): exact probability} of the first two tokens of `specdec_lib.generate`."""
-    enum = Enumerate(monkeypatch)
+    """{(y1, y2): exact probability} of the first two tokens of `specdec_lib.generate`, every random
+    draw of the proposer and the verifier enumerated (conftest.ExactLaw). `make()` returns a fresh
+    (not yet started) proposer: a shallow copy of one built beforehand shares its weights."""
+    enum = ExactLaw(monkeypatch)
     prompt = torch.tensor([1, 2, 3])
 
     class Enough(Exception):
@@ -315,8 +243,8 @@ def tiny():
 def test_sampling_is_exactly_the_targets_distribution(spec, config, tiny, monkeypatch):
     target, draft = tiny
     sampling, max_new = SAMPLINGS[config]
-    make = lambda: sd.make_proposer(spec, target, draft, weights="random")  # noqa: E731
-    law = first_two_tokens_law(target, make, sampling, max_new, monkeypatch)
+    base = sd.make_proposer(spec, target, draft, weights="random")  # built before randomness is scripted
+    law = first_two_tokens_law(target, lambda: copy.copy(base), sampling, max_new, monkeypatch)
     assert law_gap(law, target_law(target, sampling)) < EXACT, f"{spec} under {config} is lossy"
 
 
@@ -345,7 +273,8 @@ class LyingProposer(Proposer):
 def test_a_lying_proposer_is_caught(spec, tiny, monkeypatch):
     target, draft = tiny
     sampling, max_new = SAMPLINGS["T=0.7 top-k 3 top-p 0.9"]
-    make = lambda: LyingProposer(sd.make_proposer(spec, target, draft, weights="random"))  # noqa: E731
+    base = sd.make_proposer(spec, target, draft, weights="random")
+    make = lambda: LyingProposer(copy.copy(base))  # noqa: E731
     gap = law_gap(
         first_two_tokens_law(target, make, sampling, max_new, monkeypatch), target_law(target, sampling)
     )
@@ -357,7 +286,8 @@ def test_a_broken_verifier_is_caught(tiny, monkeypatch):
     target, draft = tiny
     sampling, max_new = SAMPLINGS["T=1"]
     monkeypatch.setattr(rejection, "residual", lambda p, q: p)
-    make = lambda: sd.make_proposer("chain:3", target, draft, weights="random")  # noqa: E731
+    base = sd.make_proposer("chain:3", target, draft, weights="random")
+    make = lambda: copy.copy(base)  # noqa: E731
     gap = law_gap(
         first_two_tokens_law(target, make, sampling, max_new, monkeypatch), target_law(target, sampling)
     )

@@ -4,10 +4,9 @@ that the test must reject)."""
 
 import copy
 
-import numpy as np
 import pytest
 import torch
-from conftest import continuation_logits, distribution_pvalue, split_tables, tiny_model
+from conftest import continuation_logits, split_tables, tiny_model
 
 import specdec_lib as sd
 from specdec_lib import hf, rejection
@@ -211,74 +210,3 @@ def test_chain_verification_is_exactly_lossless(sampling, monkeypatch):
     got = exact_two_token_output(rejection.verify_chain, q1, q2, p1, p2, p3, monkeypatch)
     want = p1.double()[:, None] * p2.double()
     assert (got - want).abs().max() < 1e-6
-
-
-# ------------------------------------------------------------ lossless sampling, statistically
-def sample_two_tokens(verify, q1, q2, p1, p2, p3, n, seed):
-    """n two-token outputs of draft-then-verify rounds (k = 2), as counts over the V x V cells."""
-    g = torch.Generator().manual_seed(seed)
-    V = len(p1)
-    x1 = torch.multinomial(q1, n, replacement=True, generator=g)
-    x2 = torch.multinomial(q2[x1], 1, generator=g)[:, 0]
-    counts = np.zeros((V, V))
-    for a, b in zip(x1.tolist(), x2.tolist(), strict=True):
-        tree = DraftTree.chain(torch.tensor([a, b]), torch.stack([q1, q2[a]]))
-        path, nxt = verify(tree, torch.stack([p1, p2[a], p3[a, b]]), g)
-        emitted = [a, b, nxt][: len(path)] + [nxt]
-        if len(emitted) == 1:  # the next round's first token: the target's own
-            emitted.append(int(torch.multinomial(p2[emitted[0]], 1, generator=g)))
-        counts[emitted[0], emitted[1]] += 1
-    return counts
-
-
-def broken_verify_chain(tree, p, generator=None):
-    """A plausible bug: after a rejection, sample from p instead of the residual norm(max(0, p - q))."""
-    original = rejection.residual
-    rejection.residual = lambda p_, q_: p_
-    try:
-        return rejection.verify_chain(tree, p, generator)
-    finally:
-        rejection.residual = original
-
-
-# power (recomputed in tests/test_stats_helpers.py), vs 1% TV moved between two cells / spread over all
-# cells: T=1: N=20,000, 64 cells; 1.00 / 0.01 (0.8 power needs N=9,160 / 141,440);
-# T=0.7 top-p 0.9: N=20,000, 49 cells; 0.99 / 0.01 (0.8 power needs N=12,360 / 127,040)
-@pytest.mark.parametrize("sampling", [SamplingParams(1.0), SamplingParams(0.7, top_p=0.9)])
-def test_chain_verification_is_statistically_lossless_and_the_test_has_teeth(sampling):
-    target, draft = tiny_model(vocab=8, seed=0, scale=3.0), tiny_model(vocab=8, seed=1, layers=1, scale=3.0)
-    q1, q2, p1, p2, p3 = two_step_distributions(target, draft, [1, 2, 3], sampling)
-    want = p1[:, None] * p2
-    n = 20_000
-    good = sample_two_tokens(rejection.verify_chain, q1, q2, p1, p2, p3, n, seed=0)
-    bad = sample_two_tokens(broken_verify_chain, q1, q2, p1, p2, p3, n, seed=0)
-    tv_good = 0.5 * np.abs(good / n - want.numpy()).sum()
-    tv_bad = 0.5 * np.abs(bad / n - want.numpy()).sum()
-    assert distribution_pvalue(good, want) > 1e-3, tv_good
-    assert distribution_pvalue(bad, want) < 1e-6, tv_bad
-
-
-# power: N=20,000, 49 cells; vs 1% TV moved between two cells: 0.99; spread over all cells: 0.01
-# (0.8 power needs N=12,360 / 127,040) (recomputed in tests/test_stats_helpers.py)
-def test_the_whole_engine_samples_the_target_distribution():
-    """End to end (draft sampling, caches, verification, bonus tokens): two-token continuations from
-    `specdec_lib.generate` follow the target's processed distribution; the broken rule is caught."""
-    from specdec_lib.speculative import generate as engine
-
-    target, draft = tiny_model(vocab=8, seed=0, scale=3.0), tiny_model(vocab=8, seed=1, layers=1, scale=3.0)
-    sampling = SamplingParams(0.7, top_p=0.9)
-    _, _, p1, p2, _ = two_step_distributions(target, draft, [1, 2, 3], sampling)
-    want = (p1[:, None] * p2).numpy()
-    proposer = sd.DraftModelProposer(draft, 2)
-
-    def counts(n, verify, seed0):
-        c = np.zeros((8, 8))
-        for s in range(seed0, seed0 + n):
-            out = engine(target, [1, 2, 3], 2, proposer, 0.7, None, 0.9, seed=s, verify=verify)
-            c[out.tokens[0], out.tokens[1]] += 1
-        return c
-
-    good = counts(20_000, rejection.verify_chain, 0)
-    assert distribution_pvalue(good, torch.tensor(want)) > 1e-3
-    bad = counts(4_000, broken_verify_chain, 10**6)
-    assert distribution_pvalue(bad, torch.tensor(want)) < 1e-6

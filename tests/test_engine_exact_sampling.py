@@ -7,16 +7,14 @@ Three tokens with a 2-token draft and max_new_tokens = 4 cover: bonus tokens (al
 corrections, a second round drafted after the draft cache was rolled back, a depth-1 round near the
 token budget, and a bonus token in round two.
 
-No engine-internal names are used: randomness is intercepted at the torch level. torch.multinomial
-(one draw from a 1-D distribution) branches over every token of its support, with its probability;
-torch.rand returns a symbolic uniform u that can only be scaled and compared: `u * a < b` branches on
-both outcomes with their exact probabilities clamp(b / a, 0, 1). Any other use of u, and any other
-source of randomness, raises. A depth-first search over all branches gives every outcome's exact
-probability."""
+No engine-internal names are used: randomness is intercepted at the torch level by conftest.ExactLaw
+(torch.multinomial branches over its support; torch.rand gives a symbolic uniform whose comparisons
+`u * a < b` branch with their exact probabilities; any other source of randomness raises), and a
+search over all branches gives every outcome's exact probability."""
 
 import pytest
 import torch
-from conftest import continuation_logits, split_tables, tiny_model
+from conftest import ExactLaw, continuation_logits, split_tables, tiny_model
 
 import specdec_lib as sd
 
@@ -28,106 +26,17 @@ class _Stop(Exception):
     """Raised from on_round once three tokens are out: later choices cannot change them."""
 
 
-class SymbolicUniform(torch.Tensor):
-    """What the patched torch.rand returns: u ~ U(0, 1) elementwise, never materialised (its data is
-    NaN). `u * a` records the scale a; comparing `u * a` with b asks `choose` to branch on the
-    outcome of each element, with probability P(u * a < b) = clamp(b / a, 0, 1)."""
-
-    @staticmethod
-    def __new__(cls, scale, choose):
-        with torch._C.DisableTorchFunctionSubclass():
-            data = torch.full(scale.shape, float("nan"))
-        return torch.Tensor._make_subclass(cls, data)
-
-    def __init__(self, scale, choose):
-        self.scale, self.choose = scale, choose
-
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        name = getattr(func, "__name__", "")
-        if name in ("__len__", "dim", "size", "numel") or (
-            name == "__get__"
-            and getattr(func.__self__, "__name__", "") in ("shape", "device", "dtype", "ndim")
-        ):
-            return super().__torch_function__(func, types, args, kwargs or {})
-        u = next(a for a in args if isinstance(a, SymbolicUniform))
-        other = [a for a in args if a is not u]
-        b = torch.as_tensor(other[0], dtype=torch.float64) if len(other) == 1 else None
-        if name in ("mul", "__mul__", "__rmul__") and b is not None:
-            return SymbolicUniform(u.scale * b, u.choose)
-        if name in ("to", "float", "contiguous") and not kwargs:
-            return u
-        if name in ("lt", "le", "gt", "ge", "__lt__", "__le__", "__gt__", "__ge__") and b is not None:
-            if (u.scale < 0).any():
-                raise NotImplementedError("the explorer handles u * a with a >= 0 only")
-            a, b = u.scale.expand(torch.broadcast_shapes(u.scale.shape, b.shape)), b.expand_as(u.scale)
-            below = torch.where(a > 0, (b / a.clamp(min=1e-300)).clamp(0, 1), (b > 0).double())
-            result = torch.tensor([u.choose([pb, 1 - pb]) == 0 for pb in below.reshape(-1).tolist()])
-            asks_below = name.strip("_") in ("lt", "le") if args[0] is u else name.strip("_") in ("gt", "ge")
-            return result.reshape(a.shape) if asks_below else ~result.reshape(a.shape)
-        raise NotImplementedError(f"the explorer cannot follow this use of torch.rand's output: {func}")
-
-
-def explore(run):
-    """{outcome: probability} of `run(choose)`, where `choose(weights)` is every random choice run makes
-    (returns the index of the option taken): a depth-first search that replays each branch's prefix."""
-    outcomes, todo = {}, [()]
-    while todo:
-        prefix, made, weight = todo.pop(), [], [1.0]
-
-        def choose(weights, prefix=prefix, made=made, weight=weight):
-            options = [i for i, w in enumerate(weights) if w > 0]
-            if len(made) < len(prefix):
-                i = prefix[len(made)]
-            else:
-                i = options[0]
-                todo.extend(tuple(made) + (j,) for j in options[1:])
-            made.append(i)
-            weight[0] *= weights[i]
-            return i
-
-        key = run(choose)
-        outcomes[key] = outcomes.get(key, 0.0) + weight[0]
-    return outcomes
-
-
-@pytest.fixture
-def scripted_randomness(monkeypatch):
-    """Routes torch.multinomial and torch.rand to the explorer's current `choose`; forbids other sources."""
-    current = {}
-
-    def multinomial(probs, num_samples, replacement=False, *, generator=None, out=None):
-        if probs.dim() != 1 or num_samples != 1 or out is not None:
-            raise NotImplementedError("the explorer handles one draw from a 1-D distribution")
-        w = probs.double() / probs.double().sum()
-        return torch.tensor([current["choose"](w.tolist())], device=probs.device)
-
-    def rand(*size, generator=None, dtype=None, device=None, **kwargs):
-        shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
-        return SymbolicUniform(torch.ones(shape, dtype=torch.float64), current["choose"])
-
-    def forbidden(*args, **kwargs):
-        raise NotImplementedError("a source of randomness the explorer does not enumerate")
-
-    monkeypatch.setattr(torch, "multinomial", multinomial)
-    monkeypatch.setattr(torch, "rand", rand)
-    for name in ("randn", "randint", "randperm", "bernoulli", "rand_like", "randn_like", "normal"):
-        monkeypatch.setattr(torch, name, forbidden)
-    for name in ("multinomial", "uniform_", "exponential_", "bernoulli_", "random_", "normal_"):
-        monkeypatch.setattr(torch.Tensor, name, forbidden)
-    return current
-
-
-def first_three(target, make_proposer, current, want, seen=None):
-    """run(choose) for `explore`: the first three tokens of one sd.generate call. `seen` collects what
+def first_three(target, make_proposer, want, seen=None):
+    """The function ExactLaw runs: the first three tokens of one sd.generate call. `seen` collects what
     the rounds did: (round, drafted, accepted). A token `want` forbids fails at once (an engine that
     ignores top-k / top-p would otherwise make the search explode)."""
 
-    def run(choose):
-        current["choose"], out, rounds = choose, [], []
+    def run():
+        out, rounds = [], []
 
-        def stop(tokens, tree, path, cache):
-            rounds.append((len(rounds) + 1, 0 if tree is None else len(tree), len(path)))
+        def stop(tokens, verdict, cache):
+            tree = verdict.tree
+            rounds.append((len(rounds) + 1, 0 if tree is None else len(tree), len(verdict.path)))
             new = tuple(tokens[len(PROMPT) : len(PROMPT) + 3].tolist())
             assert want[new].sum() > 0, f"the engine emitted {new}, which the sampling controls forbid"
             if len(tokens) >= len(PROMPT) + 3:
@@ -200,11 +109,12 @@ class ReportsWrongQ(sd.DraftModelProposer):
         return tree
 
 
-def test_the_engine_samples_three_tokens_exactly_like_the_target(models, scripted_randomness):
+def test_the_engine_samples_three_tokens_exactly_like_the_target(models, monkeypatch):
     target, draft, want = models
     seen = set()
-    run = first_three(target, lambda: sd.DraftModelProposer(draft, 2), scripted_randomness, want, seen)
-    outcomes = explore(run)
+    outcomes = ExactLaw(monkeypatch).run(
+        first_three(target, lambda: sd.DraftModelProposer(draft, 2), want, seen)
+    )
     got = as_table(outcomes)
     assert abs(got.sum() - 1) < 1e-9  # the search covered every branch
     assert (got[want == 0] == 0).all(), "the engine emits tokens the sampling controls forbid"
@@ -216,12 +126,12 @@ def test_the_engine_samples_three_tokens_exactly_like_the_target(models, scripte
     assert any(r == 2 and a == d > 0 for r, d, a in seen) and any(r == 2 and a < d for r, d, a in seen)
 
 
-def test_the_exact_engine_test_has_teeth(models, scripted_randomness):
+def test_the_exact_engine_test_has_teeth(models, monkeypatch):
     """A proposer whose reported q is not the one it sampled from is caught (max error ~6e-3). Engine
     mutants, tried by hand on a scratch copy of the library, fail the exact test too: the bonus token
     drawn from the wrong row, top-k / top-p ignored for the target, residual = p (max error 0.12), the
     target cache not rolled back, the draft cache not rolled back (an error)."""
     target, draft, want = models
-    got = as_table(explore(first_three(target, lambda: ReportsWrongQ(draft, 2), scripted_randomness, want)))
+    got = as_table(ExactLaw(monkeypatch).run(first_three(target, lambda: ReportsWrongQ(draft, 2), want)))
     assert abs(got.sum() - 1) < 1e-9
     assert (got - want).abs().max() > 1e-3

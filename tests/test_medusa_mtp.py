@@ -7,10 +7,9 @@ Medusa tree builder against brute force. Typical acceptance must be measurably l
 
 import itertools
 
-import numpy as np
 import pytest
 import torch
-from conftest import continuation_logits, distribution_pvalue, split_tables, tiny_model
+from conftest import ExactLaw, tiny_model
 
 from specdec_lib import hf, trees
 from specdec_lib.autoregressive import SamplingParams, generate_ar, process_logits
@@ -253,97 +252,10 @@ def test_mtp_caches_match_teacher_forcing(target, name):
     assert len(checked) > 6
 
 
-def target_tables(target, context, sampling):
-    """The target's processed distributions after `context` + every 2-token continuation:
-    p1 [V], p2 [V, V] (after x1), p3 [V, V, V] (after x1 x2) -- one batched forward."""
-    V = hf.vocab_size(target)
-    return split_tables(process_logits(continuation_logits(target, context, V), sampling), len(context), V)
-
-
-def round_counts(target, prop, sampling, n, seed, corrupt=None):
-    """n independent first rounds from one state: the REAL proposer drafts (depth <= 2, with its own
-    random draws), verify_tree checks the draft against exact target tables, and the first two
-    emitted tokens are counted (when a round emits one token, the second is the target's own draw,
-    which is what the next round produces -- chapter 03's argument)."""
-    context = torch.tensor([1, 2, 3])
-    p1, p2, p3 = target_tables(target, context, sampling)
-    g = torch.Generator().manual_seed(seed)
-    feats = hf.hidden_states(target, context[None, :-1], prop.feature_layers)
-    prop.start(target, context, sampling, g, {k: v[0] for k, v in feats.items()})
-    caches = getattr(prop, "caches", [])
-    saved_kv, saved_outs = [(c.k, c.v) for c in caches], list(getattr(prop, "outs", []))
-    V = len(p1)
-    counts = np.zeros((V, V))
-    for _ in range(n):
-        for c, (k, v) in zip(caches, saved_kv, strict=True):
-            c.k, c.v = k, v  # back to the state after start(): every round is a first round
-        if saved_outs:
-            prop.outs = list(saved_outs)
-        tree = prop.propose(context, 2)
-        tree = corrupt(tree) if corrupt else tree
-        depth = tree.depth().tolist()
-        rows = [p1]
-        for i, parent in enumerate(tree.parents.tolist()):
-            t = int(tree.tokens[i])
-            rows.append(p2[t] if depth[i] == 1 else p3[int(tree.tokens[parent]), t])
-        path, nxt = trees.verify_tree(tree, torch.stack(rows), g)
-        emitted = [int(tree.tokens[i]) for i in path] + [nxt]
-        if len(emitted) == 1:
-            emitted.append(int(torch.multinomial(p2[emitted[0]], 1, generator=g)))
-        counts[emitted[0], emitted[1]] += 1
-    return counts, p1[:, None] * p2
-
-
-# power: N=20,000, 144 cells; vs 1% TV moved between two cells: 1.00; spread over all cells: 0.005
-# (0.8 power needs N=7,880 / 197,760) (recomputed in tests/test_stats_helpers.py)
-@pytest.mark.parametrize("name", ["medusa", "mtp-independent", "mtp-sequential"])
-def test_sampling_is_lossless_statistically(name):
-    """20,000 rounds at T = 0.8 with top-k 12: the first two tokens follow the target's processed
-    distribution (chi-square p > 1e-3). MTP drafts are sampled from q and depth 2 depends on depth 1."""
-    target = tiny_model(seed=0, scale=3.0)
-    choices = [(0,), (1,), (0, 0), (0, 1), (1, 0)]  # Medusa: depth <= 2 for the exact tables
-    make = proposers(target, choices)[name]
-    counts, want = round_counts(target, make(), SamplingParams(0.8, top_k=12), 20_000, seed=0)
-    assert distribution_pvalue(counts, want) > 1e-3
-
-
-def test_the_statistical_test_has_teeth():
-    """The same test FAILS for an MTP proposer whose reported q is not the distribution it sampled
-    from (here: q at temperature 1 while the drafts were drawn at 0.8)."""
-    target = tiny_model(seed=0, scale=3.0)
-    prop = proposers(target)["mtp-sequential"]()
-    sampling = SamplingParams(0.8, top_k=12)
-
-    def corrupt(tree):
-        tree.q = (tree.q.clamp_min(1e-30).log() * 0.8).softmax(-1)  # softmax(logits / 1.0) after top-k
-        return tree
-
-    counts, want = round_counts(target, prop, sampling, 20_000, seed=1, corrupt=corrupt)
-    assert distribution_pvalue(counts, want) < 1e-6
-
-
-# power: N=2,000, 144 cells; vs 1% TV moved between two cells: 0.03; spread over all cells: 0.001
-# (0.8 power needs N=7,880 / 197,760) (recomputed in tests/test_stats_helpers.py)
-def test_sampling_through_the_whole_engine_smoke():
-    """End to end (caches, features, update) at T = 0.8 for sequential MTP: 2,000 generations agree
-    with the target's two-token distribution (a coarse integration check; the round-level tests
-    above carry the statistical power)."""
-    target = tiny_model(seed=0, scale=3.0)
-    make = proposers(target)["mtp-sequential"]
-    sampling = SamplingParams(0.8, top_k=12)
-    _, want = round_counts(target, make(), sampling, 1, seed=0)
-    counts = np.zeros((16, 16))
-    for s in range(2_000):
-        out = generate(target, [1, 2, 3], 3, make(), 0.8, 12, seed=s, verify=trees.verify_tree)
-        counts[out.tokens[0], out.tokens[1]] += 1
-    assert distribution_pvalue(counts, want) > 1e-3
-
-
-# power (the "mss" check): N=20,000, 16 cells; vs 1% TV moved between two cells: 0.90; spread over
-# all cells: 0.05 (0.8 power needs N=16,960 / 84,480) (recomputed in tests/test_stats_helpers.py)
-def test_typical_acceptance_is_lossy_and_the_lossless_rule_is_not():
-    """One verification round on a fixed Medusa tree, 20,000 times: SpecInfer's rule reproduces the
-    target's next-token distribution, typical acceptance does not (and, at T = 0, is greedy)."""
+def test_typical_acceptance_is_lossy_and_the_lossless_rule_is_not(monkeypatch):
+    """One verification round on a fixed Medusa tree, its first token's law computed exactly (every
+    random draw enumerated): SpecInfer's rule reproduces the target's next-token distribution, typical
+    acceptance does not (and, at T = 0, is greedy: the next test)."""
     target = tiny_model(seed=0, scale=3.0)
     sampling = SamplingParams(1.0)
     ids = torch.tensor([1, 2, 3, 4, 5])
@@ -357,17 +269,19 @@ def test_typical_acceptance_is_lossy_and_the_lossless_rule_is_not():
         hf.forward(target, ids[:-1], cache)
         p = process_logits(hf.forward(target, ids_, cache, pos, mask).logits, sampling)
     assert torch.allclose(p[0], p0, atol=1e-5)
-    g = torch.Generator().manual_seed(0)
-    typical = typical_verifier()
-    counts = {"mss": np.zeros(16), "typical": np.zeros(16)}
-    for _ in range(20_000):
-        for name, verify in (("mss", trees.verify_tree), ("typical", typical)):
-            path, nxt = verify(tree, p, g)
-            counts[name][int(tree.tokens[path[0]]) if path else nxt] += 1
-    assert distribution_pvalue(counts["mss"], p0) > 1e-3
-    assert distribution_pvalue(counts["typical"], p0) < 1e-6
-    tv = 0.5 * np.abs(counts["typical"] / 20_000 - p0.numpy()).sum()
-    assert tv > 0.05
+    laws = {}
+    for name, verify in (("mss", trees.verify_tree), ("typical", typical_verifier())):
+
+        def first_token(verify=verify):
+            path, nxt = verify(tree, p)
+            return int(tree.tokens[path[0]]) if path else nxt
+
+        law = torch.zeros(16, dtype=torch.float64)
+        for token, w in ExactLaw(monkeypatch).run(first_token).items():
+            law[token] += w
+        laws[name] = law
+    assert (laws["mss"] - p0.double()).abs().max() < 1e-6
+    assert 0.5 * (laws["typical"] - p0.double()).abs().sum() > 0.05
 
 
 def test_typical_acceptance_at_temperature_zero_is_greedy(target):

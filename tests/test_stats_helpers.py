@@ -1,21 +1,19 @@
-"""The statistics the sampling tests rely on (conftest.distribution_pvalue, conftest.chi_square_power):
-impossible tokens fail, samples from the distribution pass, the stated power is real -- and the power
-of every statistical test of the suite against a 1% total-variation bias, stated in a comment above
-that test, is recomputed here from its real target distribution and sample size."""
+"""The statistics a sampling test may rely on (conftest.distribution_pvalue, conftest.chi_square_power):
+impossible tokens fail, samples from the distribution pass, the stated power is real.
+
+Every sampling test of the suite is EXACT today (conftest.ExactLaw enumerates every random draw): the
+chi-square tests they replaced had 0.001-0.05 power against a 1% total-variation bias spread over many
+cells at 20,000 samples (0.8 power would have needed 85,000-200,000 samples, by chi_square_power). These
+helpers stay for a case too big to enumerate; such a test must state its power, computed with them."""
 
 import numpy as np
 import pytest
 import torch
 from conftest import (
     chi_square_power,
-    continuation_logits,
     distribution_pvalue,
     pooled_cells,
-    split_tables,
-    tiny_model,
 )
-
-from specdec_lib.autoregressive import SamplingParams, process_logits
 
 ALPHA = 1e-3  # the suite's threshold: a statistical test passes when its p-value is above it
 TV = 0.01  # the bias the stated power is against: 1% total variation
@@ -71,7 +69,7 @@ def test_power_helper_edge_cases():
     assert pooled_cells(np.array([0.5, 0.5 - 1e-4, 1e-4, 0.0]), 1000)[2] == 2  # the rare cell is merged
 
 
-# ---------------------------------------------------------------------- the stated power of the suite
+# ------------------------------------------------------------------ the alternatives power is stated for
 def concentrated(p, tv=TV):
     """`tv` of mass moved from the most probable cell to the second: the hardest two-cell bias to see."""
     alt = np.asarray(p, dtype=float).reshape(-1).copy()
@@ -105,108 +103,3 @@ def n_for_power(p, alt, power=0.8):
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if chi_square_power(p, alt, mid) < power else (lo, mid)
     return hi
-
-
-def two_token_target(vocab, sampling, fp64_renormalised=False):
-    """The target's processed two-token distribution after [1, 2, 3], as the tests build it."""
-    target = tiny_model(vocab=vocab, seed=0, scale=3.0)
-    p = process_logits(continuation_logits(target, [1, 2, 3], vocab), sampling)
-    if fp64_renormalised:  # test_trees.distributions
-        p = p.double() / p.double().sum(-1, keepdim=True)
-    p1, p2, _ = split_tables(p, 3, vocab)
-    return (p1[:, None] * p2).double().numpy()
-
-
-def sibling_pairs():
-    q = [0.4, 0.3, 0.2, 0.1, 0.0]
-    return np.array([[q[a] * q[b] / (1 - q[a]) if a != b else 0.0 for b in range(5)] for a in range(5)])
-
-
-def next_token_target():
-    with torch.no_grad():
-        logits = tiny_model(seed=0, scale=3.0)(input_ids=torch.tensor([[1, 2, 3, 4, 5]])).logits[0, -1]
-    return process_logits(logits, SamplingParams(1.0)).double().numpy()
-
-
-# test -> (target distribution, N); the comment above each test quotes its row of STATED_POWER
-SUITE = {
-    "test_engine::test_chain_verification_is_statistically_lossless_and_the_test_has_teeth[T=1]": (
-        lambda: two_token_target(8, SamplingParams(1.0)),
-        20_000,
-    ),
-    "test_engine::test_chain_verification_is_statistically_lossless_and_the_test_has_teeth[T=0.7,p=0.9]": (
-        lambda: two_token_target(8, SamplingParams(0.7, top_p=0.9)),
-        20_000,
-    ),
-    "test_engine::test_the_whole_engine_samples_the_target_distribution": (
-        lambda: two_token_target(8, SamplingParams(0.7, top_p=0.9)),
-        20_000,
-    ),
-    "test_trees::test_draw_children_modes": (sibling_pairs, 4_000),
-    "test_trees::test_tree_verification_is_statistically_lossless_and_the_test_has_teeth": (
-        lambda: two_token_target(6, SamplingParams(1.0), fp64_renormalised=True),
-        20_000,
-    ),
-    "test_medusa_mtp::test_sampling_is_lossless_statistically": (
-        lambda: two_token_target(16, SamplingParams(0.8, top_k=12)),
-        20_000,
-    ),
-    "test_medusa_mtp::test_sampling_through_the_whole_engine_smoke": (
-        lambda: two_token_target(16, SamplingParams(0.8, top_k=12)),
-        2_000,
-    ),
-    "test_medusa_mtp::test_typical_acceptance_is_lossy_and_the_lossless_rule_is_not": (
-        next_token_target,
-        20_000,
-    ),
-}
-
-# test -> (N, cells, power vs 1% TV between the two top cells, power vs 1% TV spread over all cells,
-#          N for 0.8 power concentrated, N for 0.8 power spread), at threshold 1e-3
-STATED_POWER = {
-    "test_engine::test_chain_verification_is_statistically_lossless_and_the_test_has_teeth[T=1]": (
-        20_000, 64, 1.000, 0.010, 9_160, 141_440,
-    ),
-    "test_engine::test_chain_verification_is_statistically_lossless_and_the_test_has_teeth[T=0.7,p=0.9]": (
-        20_000, 49, 0.993, 0.013, 12_360, 127_040,
-    ),
-    "test_engine::test_the_whole_engine_samples_the_target_distribution": (
-        20_000, 49, 0.993, 0.013, 12_360, 127_040,
-    ),
-    "test_trees::test_draw_children_modes": (4_000, 12, 0.017, 0.004, 28_240, 76_480),
-    "test_trees::test_tree_verification_is_statistically_lossless_and_the_test_has_teeth": (
-        20_000, 36, 0.942, 0.018, 15_760, 112_960,
-    ),
-    "test_medusa_mtp::test_sampling_is_lossless_statistically": (
-        20_000, 144, 1.000, 0.005, 7_880, 197_760,
-    ),
-    "test_medusa_mtp::test_sampling_through_the_whole_engine_smoke": (
-        2_000, 144, 0.030, 0.001, 7_880, 197_760,
-    ),
-    "test_medusa_mtp::test_typical_acceptance_is_lossy_and_the_lossless_rule_is_not": (
-        20_000, 16, 0.904, 0.046, 16_960, 84_480,
-    ),
-}  # fmt: skip
-
-
-@pytest.mark.parametrize("name", list(SUITE))
-def test_stated_power_of_the_suites_statistical_tests(name):
-    make, n = SUITE[name]
-    p = make()
-    p = p / p.sum()
-    cells = pooled_cells(p, n)[2]
-    conc, spr = concentrated(p), spread(p)
-    assert 0.5 * np.abs(conc - p.reshape(-1)).sum() == pytest.approx(TV)
-    assert 0.5 * np.abs(spr - p.reshape(-1)).sum() == pytest.approx(TV)
-    got = (
-        n,
-        cells,
-        chi_square_power(p, conc, n, ALPHA),
-        chi_square_power(p, spr, n, ALPHA),
-        n_for_power(p, conc),
-        n_for_power(p, spr),
-    )
-    want = STATED_POWER[name]
-    assert got[:2] == want[:2], got
-    assert got[2:4] == pytest.approx(want[2:4], abs=6e-4), got
-    assert got[4:] == pytest.approx(want[4:], rel=0.01), got
