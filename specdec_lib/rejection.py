@@ -27,6 +27,16 @@ def point_mass(token: int, vocab: int, device=None) -> torch.Tensor:
     return q
 
 
+def output_law(p, q_drawn, q_reported=None):
+    """Exact distribution of the emitted token when the draft draws x ~ q_drawn but the rule is run with
+    q_reported (the same distribution unless stated), as verify_chain runs it: keep x if u * q(x) < p(x).
+    (The tests check it against verify_chain itself, with every random draw enumerated.)"""
+    q_reported = q_drawn if q_reported is None else q_reported
+    keep = (p / q_reported).clamp(max=1).nan_to_num(0.0)  # p/0 = inf -> always keep; 0/0 -> never
+    kept = q_drawn * keep  # P(draft x and keep it)
+    return kept + (1 - kept.sum()) * residual(p, q_reported)  # + P(reject) * residual
+
+
 def verify_chain(tree: DraftTree, p: torch.Tensor, generator=None) -> tuple[list[int], int]:
     """Speculative sampling for a chain (Leviathan et al. 2022, Chen et al. 2023).
 

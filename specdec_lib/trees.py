@@ -172,6 +172,20 @@ class TreeDraftProposer(Proposer):
         hf.keep_cache_slots(self.cache, start, torch.tensor(kept, dtype=torch.long))
 
 
+def first_token_law(p, siblings, qs, update=True):
+    """Exact distribution of the first emitted token when the root's children `siblings`, drawn from the
+    rows `qs`, are verified with MSS (verify_tree) against the target's distribution `p` at the root.
+    update=False is the classic mistake of never replacing P by the residual (for the demonstration).
+    The tests check it against verify_tree itself, with every random draw enumerated."""
+    law, P, reach = torch.zeros_like(p), p.clone(), 1.0  # reach: probability that this sibling is tried
+    for x, q in zip(siblings, qs):
+        accept = min(1.0, float(P[x] / q[x]))
+        law[x] += reach * accept
+        reach *= 1 - accept
+        P = residual(P, q) if update else P
+    return law + reach * P  # all rejected: the correction comes from the current P
+
+
 def verify_tree(tree: DraftTree, p: torch.Tensor, generator=None) -> tuple[list[int], int]:
     """SpecInfer's multi-step speculative sampling (MSS): lossless verification of a token tree.
 

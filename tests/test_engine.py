@@ -6,7 +6,7 @@ import copy
 
 import pytest
 import torch
-from conftest import continuation_logits, split_tables, tiny_model
+from conftest import ExactLaw, continuation_logits, split_tables, tiny_model
 
 import specdec_lib as sd
 from specdec_lib import hf, rejection
@@ -210,3 +210,29 @@ def test_chain_verification_is_exactly_lossless(sampling, monkeypatch):
     got = exact_two_token_output(rejection.verify_chain, q1, q2, p1, p2, p3, monkeypatch)
     want = p1.double()[:, None] * p2.double()
     assert (got - want).abs().max() < 1e-6
+
+
+def test_output_law_is_what_verify_chain_does(monkeypatch):
+    """Chapter 03's exported `output_law` (its notebook's asserts rely on it) equals the exact law of
+    the first token verify_chain emits, every random draw enumerated: honest, sparse and lying q."""
+    g, V, cases = torch.Generator().manual_seed(0), 6, []
+    for trial in range(12):  # drawn before ExactLaw takes over torch's random functions
+        p, q_drawn = torch.rand(V, generator=g) ** 3, torch.rand(V, generator=g) ** 3
+        if trial % 3 == 1:
+            p[:2], q_drawn[3:5] = 0.0, 0.0
+        p, q_drawn = p / p.sum(), q_drawn / q_drawn.sum()
+        cases.append((p, q_drawn, q_drawn if trial % 2 == 0 else (q_drawn**2) / (q_drawn**2).sum()))
+    exact = ExactLaw(monkeypatch)
+    for trial, (p, q_drawn, q_reported) in enumerate(cases):
+        rows = torch.stack([p, rejection.point_mass(0, V)])
+
+        def first_token(q_drawn=q_drawn, q_reported=q_reported, rows=rows):
+            x = int(torch.multinomial(q_drawn, 1))
+            path, nxt = rejection.verify_chain(DraftTree.chain(torch.tensor([x]), q_reported[None]), rows)
+            return x if path else nxt
+
+        law = torch.zeros(V, dtype=torch.float64)
+        for token, w in exact.run(first_token).items():
+            law[token] += w
+        want = rejection.output_law(p.double(), q_drawn.double(), q_reported.double())
+        assert (law - want).abs().max() < 1e-6, trial

@@ -486,3 +486,43 @@ def test_each_sibling_records_the_distribution_it_was_drawn_from(noisy_pair, mod
                 left[tree.tokens[c]] = 0
             if mode == "without_replacement":
                 assert len(set(tree.tokens[kids].tolist())) == len(kids)
+
+
+@pytest.mark.parametrize("mode", ["topk", "sample", "without_replacement"])
+def test_first_token_law_is_what_verify_tree_does(mode, monkeypatch):
+    """Chapter 04's exported `first_token_law` (its notebook's and chapter 05's asserts rely on it)
+    equals the exact law of the first token verify_tree emits for one level of siblings drawn by
+    `draw_children`, every random draw enumerated -- and so does p itself: MSS is lossless."""
+    g = torch.Generator().manual_seed(3)
+    p, q = torch.rand(6, generator=g) ** 2, torch.rand(6, generator=g) ** 2
+    p, q = (p / p.sum()).double(), (q / q.sum()).double()
+    exact = ExactLaw(monkeypatch)
+
+    def draw():
+        tokens, rows = draw_children(q.log(), q, 3, mode)
+        return tuple(tokens.tolist()), None if rows is None else rows
+
+    def first_token():
+        tokens, rows = draw()
+        tree = Tree(torch.tensor(tokens), torch.full((len(tokens),), -1), rows)
+        path, nxt = verify_tree(tree, torch.cat([p[None], torch.eye(6, dtype=p.dtype)[: len(tokens)]]))
+        return tokens, int(tree.tokens[path[0]]) if path else nxt
+
+    joint = exact.run(first_token)
+    law = torch.zeros(6, dtype=torch.float64)
+    by_draw = {}
+    for (tokens, first), w in joint.items():
+        law[first] += w
+        by_draw.setdefault(tokens, torch.zeros(6, dtype=torch.float64))[first] += w
+    assert (law - p).abs().max() < 1e-6
+    for tokens, part in by_draw.items():  # per draw of the siblings: first_token_law, weighted
+        rows = [trees.point_mass(x, 6).double() for x in tokens] if mode == "topk" else None
+        if rows is None:
+            left, rows = q.clone(), []
+            for x in tokens:
+                rows.append(left / left.sum())
+                left = left if mode == "sample" else left.index_fill(0, torch.tensor([x]), 0.0)
+        weight = float(part.sum())
+        torch.testing.assert_close(
+            part / weight, trees.first_token_law(p, list(tokens), rows), atol=1e-6, rtol=0
+        )
