@@ -160,56 +160,53 @@ def two_step_distributions(target, draft, context, sampling):
     return q1, q2, p1, p2, p3
 
 
-def exact_two_token_output(verify, q1, q2, p1, p2, p3, monkeypatch):
-    """P(y1, y2) of one verification round with a 2-token draft (plus, when the round emits only one
-    token, the target's own next token), computed exactly: the draft is enumerated, and the verifier's
-    uniforms are set to one point inside each cell of its accept/reject decisions."""
+def exact_round_law(verify, q1, q2, p1, p2, p3, monkeypatch):
+    """P(y1, y2, y3) of a verification round with a 2-token draft, every random draw (the draft's and
+    the verifier's) enumerated exactly. A round that emits fewer than three tokens is completed with the
+    target's own next-token tables: the next round starts afresh from the committed text."""
     V = len(p1)
-    out = torch.zeros(V, V, dtype=torch.float64)
-    recorded = {}
 
-    def record(probs, generator=None):
-        recorded["probs"] = probs.double()
-        return -1
+    def one_round():
+        a = int(torch.multinomial(q1, 1))
+        b = int(torch.multinomial(q2[a], 1))
+        tree = DraftTree.chain(torch.tensor([a, b]), torch.stack([q1, q2[a]]))
+        path, nxt = verify(tree, torch.stack([p1, p2[a], p3[a, b]]))
+        return tuple([a, b][: len(path)] + [nxt])
 
-    monkeypatch.setattr(rejection, "sample_token", record)
-    for a in range(V):
-        for b in range(V):
-            w_draft = float(q1[a] * q2[a, b])
-            if w_draft == 0:
-                continue
-            tree = DraftTree.chain(torch.tensor([a, b]), torch.stack([q1, q2[a]]))
-            p = torch.stack([p1, p2[a], p3[a, b]])
-            t = [min(1.0, float(p1[a] / q1[a])), min(1.0, float(p2[a, b] / q2[a, b]))]
-            for acc0 in (True, False):
-                for acc1 in (True, False):
-                    w = (t[0] if acc0 else 1 - t[0]) * (t[1] if acc1 else 1 - t[1])
-                    if w == 0:
-                        continue
-                    u = torch.tensor(
-                        [t[0] / 2 if acc0 else (1 + t[0]) / 2, t[1] / 2 if acc1 else (1 + t[1]) / 2]
-                    )
-                    monkeypatch.setattr(torch, "rand", lambda *args, _u=u, **kw: _u.clone())
-                    path, _ = verify(tree, p)
-                    r = recorded["probs"]
-                    if len(path) >= 2:
-                        out[a, b] += w_draft * w
-                    elif len(path) == 1:
-                        out[a] += w_draft * w * r
-                    else:  # y1 from the residual, y2 from the target at the next round
-                        out += w_draft * w * r[:, None] * p2.double()
-    return out
+    law = torch.zeros(V, V, V, dtype=torch.float64)
+    for emitted, w in ExactLaw(monkeypatch).run(one_round).items():
+        if len(emitted) == 3:  # both drafts accepted, then the bonus token
+            law[emitted] += w
+        elif len(emitted) == 2:
+            law[emitted] += w * p3[emitted].double()
+        else:
+            law[emitted] += w * p2[emitted].double()[:, None] * p3[emitted].double()
+    return law
 
 
 @pytest.mark.parametrize(
     "sampling", [SamplingParams(1.0), SamplingParams(0.7, top_p=0.9), SamplingParams(1.0, 4)]
 )
 def test_chain_verification_is_exactly_lossless(sampling, monkeypatch):
+    """The law of the first THREE tokens, so the bonus token after two accepted drafts is checked too."""
     target, draft = tiny_model(vocab=8, seed=0, scale=3.0), tiny_model(vocab=8, seed=1, layers=1, scale=3.0)
     q1, q2, p1, p2, p3 = two_step_distributions(target, draft, [1, 2, 3], sampling)
-    got = exact_two_token_output(rejection.verify_chain, q1, q2, p1, p2, p3, monkeypatch)
-    want = p1.double()[:, None] * p2.double()
+    got = exact_round_law(rejection.verify_chain, q1, q2, p1, p2, p3, monkeypatch)
+    want = p1.double()[:, None, None] * p2.double()[:, :, None] * p3.double()
     assert (got - want).abs().max() < 1e-6
+
+
+def test_the_exact_chain_test_checks_the_bonus_token(monkeypatch):
+    """Teeth: drawing the bonus token from the last draft's row instead of the row after it is caught."""
+    target, draft = tiny_model(vocab=8, seed=0, scale=3.0), tiny_model(vocab=8, seed=1, layers=1, scale=3.0)
+    q1, q2, p1, p2, p3 = two_step_distributions(target, draft, [1, 2, 3], SamplingParams(1.0))
+
+    def wrong_bonus_row(tree, p, generator=None):
+        return rejection.verify_chain(tree, torch.cat([p[:-1], p[-2:-1]]), generator)
+
+    got = exact_round_law(wrong_bonus_row, q1, q2, p1, p2, p3, monkeypatch)
+    want = p1.double()[:, None, None] * p2.double()[:, :, None] * p3.double()
+    assert (got - want).abs().max() > 1e-3
 
 
 def test_output_law_is_what_verify_chain_does(monkeypatch):
