@@ -304,9 +304,9 @@ def check_verifier(verify, sampling: SamplingParams):
 
 def check_proposer(proposer) -> None:
     """A clear error for the classic slip of passing the draft model itself as the proposer."""
-    if proposer is None:
+    if proposer is None or isinstance(proposer, Proposer):
         return
-    if isinstance(proposer, torch.nn.Module):
+    if hf.is_model(proposer):
         raise ValueError("a model is not a proposer: wrap a draft model as DraftModelProposer(draft, k)")
     if not all(callable(getattr(proposer, hook, None)) for hook in ("start", "propose", "update")):
         raise ValueError(f"{type(proposer).__name__} is not a Proposer (it needs start, propose, update)")

@@ -142,6 +142,12 @@ def test_bad_proposers_raise_clearly(pair):
         sd.generate(target, PROMPT, 4, draft)  # the draft model itself, not wrapped
     with pytest.raises(ValueError, match="not a Proposer"):
         sd.generate(target, PROMPT, 4, object())
+
+    class ModuleProposer(torch.nn.Module, sd.Proposer):  # a proposer may well be a torch module
+        def propose(self, tokens, max_depth):
+            return None
+
+    assert sd.generate(target, PROMPT, 3, ModuleProposer()).tokens == generate_ar(target, PROMPT, 3)
     with pytest.raises(ValueError, match="branching"):
         sd.TreeDraftProposer(draft, 3)  # a bare int
     with pytest.raises(ValueError):
