@@ -166,3 +166,13 @@ def test_export_to_a_second_module(tmp_path):
     (nb_dir / "07_more.ipynb").write_text(json.dumps({"cells": cells[1:2] + cells[3:], "metadata": {}}))
     with pytest.raises(ValueError, match="written by both"):
         export.export_all(tmp_path / "out2", nb_dir)
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_every_cell_has_a_unique_id(nb):
+    """nbformat 4.5 requires cell ids (a missing one is a warning today and an error in future nbformat)."""
+    data = _load(nb)
+    if (data["nbformat"], data["nbformat_minor"]) >= (4, 5):
+        ids = [cell.get("id") for cell in data["cells"]]
+        assert None not in ids, f"{nb.name}: cell {ids.index(None)} has no id"
+        assert len(set(ids)) == len(ids), f"{nb.name}: duplicate cell ids"
