@@ -116,7 +116,7 @@ def _last(model, ids):
 
 def check_draft_is_fresh(name, prop, target, tokens, tree, tol=1e-4):
     """Every node's token has exactly the logit of its rank-r choice in the fresh recomputation (by
-    value, so near-ties cannot fool the check); the tree's shape matches the reference's."""
+    value, so near-ties cannot fool the check), and the proposer drafted as many nodes as the reference."""
     want = FRESH_DRAFT[name](prop, target, tokens, tree)
     assert len(want) == len(tree), f"{name}: drafted {len(tree)} nodes, the fresh reference {len(want)}"
     for i, (logits, rank) in enumerate(want):
