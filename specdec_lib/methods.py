@@ -4,6 +4,7 @@
     make_proposer("tree:3-2-1", target, draft)
     make_proposer("medusa:16", target)           # loads the zoo's trained heads for this target
     make_proposer("mtp-sequential:2", target, weights="random")   # untrained, for any target (tests)
+    make_proposer("eagle2:24", target)           # EAGLE-2's dynamic tree of 24 nodes
 
 A spec is `NAME[:ARG]`. Every method the course builds is one `register(...)` call below; the bench,
 the tests (the proposer contract test runs on every entry) and the zoo trainer read this table, so a
@@ -153,6 +154,34 @@ def _mtp(kind: str):
     return build
 
 
+def _eagle_drafter(target, weights):
+    from specdec_lib.eagle import EagleDrafter, load_eagle
+
+    if weights == "random":  # untrained (fc passes the feature through): a static tree of made-up odds
+        return EagleDrafter(target).eval(), {
+            "rank_acceptance": {"acc": [[0.5 ** (r + 1) for r in range(4)]] * 4}
+        }
+    return _zoo_module(target, "eagle", load_eagle)
+
+
+def _eagle(arg, target, draft, weights):
+    from specdec_lib.eagle import EagleProposer, eagle_choices
+
+    nodes = _int_arg(arg, 16, "eagle:NODES")
+    drafter, card = _eagle_drafter(target, weights)
+    acc = torch.tensor(card["rank_acceptance"]["acc"])  # measured on the target's greedy text
+    return EagleProposer(drafter, eagle_choices(acc, nodes))
+
+
+def _eagle2(arg, target, draft, weights):
+    from specdec_lib.eagle2 import Eagle2Proposer
+
+    total = _int_arg(arg, 16, "eagle2:TOTAL")
+    drafter, card = _eagle_drafter(target, weights)
+    greedy_t = card.get("calibration", {}).get("greedy_temperature", 1.0)  # fitted by the zoo (chapter 08)
+    return Eagle2Proposer(drafter, total_tokens=total, greedy_temperature=greedy_t)
+
+
 register(
     "chain",
     _chain,
@@ -190,4 +219,20 @@ register(
     chapter=6,
     summary="sequential MTP modules (DeepSeek-V3) draft a chain, each depth reading the one before",
     zoo_weights="mtp-sequential",
+)
+register(
+    "eagle",
+    _eagle,
+    chapter=7,
+    summary="EAGLE: a one-layer drafter on the target's features drafts a static tree of NODES nodes",
+    example="eagle:8",
+    zoo_weights="eagle",
+)
+register(
+    "eagle2",
+    _eagle2,
+    chapter=8,
+    summary="EAGLE-2: the same drafter grows a dynamic tree, keeping the TOTAL most confident nodes",
+    example="eagle2:8",
+    zoo_weights="eagle",
 )

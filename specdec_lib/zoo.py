@@ -199,7 +199,7 @@ def load_weights(name: str, preset: str = "tiny-code", device=None) -> tuple[dic
     if not (folder / "model.safetensors").exists():
         raise ZooUnavailableError(
             f"the zoo has no {name!r} weights for preset {preset!r} (looked in {folder}); "
-            f"train them with `python -m specdec_lib.zoo_train --stage heads`"
+            f"train them with `python -m specdec_lib.zoo_train` (`--stage heads` or `--stage eagle` for just the proposers)"
         )
     device = torch.device(device) if device is not None else default_device()
     state = {k: v.to(device, torch.float32) for k, v in load_file(folder / "model.safetensors").items()}

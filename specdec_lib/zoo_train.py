@@ -7,6 +7,8 @@ Hand-written support code. Steps, all seeded:
 4. the draft: one Llama layer (embeddings started from the target's), trained on data and, separately,
    distilled from the target; the one whose greedy agreement with the target is higher is kept
    -> models/tiny-code/draft/
+5. Medusa heads and both MTP variants on the frozen target (chapters 05-06)  (--stage heads)
+6. EAGLE's drafter and its two ablations on the frozen target (chapters 07-08)  (--stage eagle)
 Every model folder gets a ``card.json``: corpus rule, steps, tokens seen, wall time, validation loss and
 bits per byte, the loss curve.
 """
@@ -267,11 +269,12 @@ def train_heads(
         "mtp-sequential": lambda m, f, ids: sequential_mtp_loss(m, f[-1], ids),
     }
     lrs = {"medusa": 2e-3, "mtp-independent": 1e-3, "mtp-sequential": 1e-3}
+    from specdec_lib.eagle import EAGLE_VARIANTS  # trained by train_eagle_stage
     from specdec_lib.methods import METHODS  # the registry names the weights the zoo must ship
 
-    missing = {m.zoo_weights for m in METHODS.values() if m.zoo_weights} - set(models)
+    missing = {m.zoo_weights for m in METHODS.values() if m.zoo_weights} - set(models) - set(EAGLE_VARIANTS)
     if missing:
-        raise SystemExit(f"registered methods need zoo weights that train_heads does not train: {missing}")
+        raise SystemExit(f"registered methods need zoo weights that the zoo does not train: {missing}")
     opts = {k: torch.optim.AdamW(m.parameters(), lr=lrs[k], weight_decay=0.0) for k, m in models.items()}
     batches = zoo.token_batches(tok, "train", batch, length, max_batches=max_steps, seed=seed)
     log(f"heads: {len(batches)} batches of {batch}x{length} tokens available; budget {minutes} min")
@@ -341,6 +344,124 @@ def train_heads(
     log(f"heads saved under {out} ({wall:.1f} min of training)")
 
 
+def train_eagle_stage(
+    name: str, minutes: float, seed: int, batch: int = 8, length: int = 256, max_steps: int = 6000
+):
+    """EAGLE's drafter and its two ablations (chapter 07), trained together on the frozen target: one
+    target forward per batch feeds all three (AdamW, warm-up, cosine; time-budgeted). Each card records
+    teacher-forced validation numbers and acc[d, r] along the target's greedy text (rank_acceptance),
+    from which chapter 07 builds the static tree."""
+    from specdec_lib.autoregressive import generate_ar
+    from specdec_lib.eagle import EAGLE_VARIANTS, EagleDrafter, eagle_features, eagle_loss, rank_acceptance
+
+    target, _, tok = zoo.load_pair(name, device="cpu")
+    target.requires_grad_(False)
+    torch.manual_seed(seed)
+    models = {k: EagleDrafter(target, use_token=v["use_token"]) for k, v in EAGLE_VARIANTS.items()}
+    lr = 1e-3
+    opts = {k: torch.optim.AdamW(m.parameters(), lr=lr, weight_decay=0.0) for k, m in models.items()}
+    batches = zoo.token_batches(tok, "train", batch, length, max_batches=max_steps, seed=seed)
+    log(f"eagle: {len(batches)} batches of {batch}x{length} tokens available; budget {minutes} min")
+    budget, t0, warm = minutes * 60, time.time(), 20
+    step, last = 0, {}
+    for step, ids in enumerate(batches):
+        progress = max(step / len(batches), (time.time() - t0) / budget)
+        if progress >= 1:
+            break
+        scale = min(1.0, (step + 1) / warm) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+        f = eagle_features(target, ids)
+        for k, m in models.items():
+            for g in opts[k].param_groups:
+                g["lr"] = lr * scale
+            loss, per = eagle_loss(m, f, ids, w_cls=EAGLE_VARIANTS[k]["w_cls"])
+            opts[k].zero_grad()
+            loss.backward()
+            opts[k].step()
+            last[k] = [round(x, 4) for x in per.tolist()]
+        if step % 100 == 0:
+            log(f"eagle step {step} ({(time.time() - t0) / 60:.1f} min): [regression, CE] {last}")
+    wall = (time.time() - t0) / 60
+    val = zoo.token_batches(tok, "validation", batch, length, max_batches=20, seed=seed)
+    prompts = [torch.tensor(tok.encode(p))[-64:] for p in zoo.heldout_prompts(30, split="validation")]
+    seqs = [torch.cat([p, torch.tensor(generate_ar(target, p, 64))]) for p in prompts]
+    for k, m in models.items():
+        m.eval()
+        with torch.no_grad():
+            reg = ce = hit = count = 0.0
+            for ids in val:
+                f = eagle_features(target, ids)
+                _, per = eagle_loss(m, f, ids, noise=0.0)
+                guess = m(f[:, :-1], ids[:, 1:], torch.arange(ids.shape[1] - 1))
+                hit += float((m.logits(guess).argmax(-1) == m.logits(f[:, 1:]).argmax(-1)).sum())
+                count += guess.shape[0] * guess.shape[1]
+                reg, ce = reg + float(per[0]) / len(val), ce + float(per[1]) / len(val)
+        acc = rank_acceptance(m, target, seqs, [len(p) for p in prompts], depth=6, top=8)
+        card = {
+            "role": k,
+            "for_target": f"{name}/target",
+            "parameters": sum(p.numel() for p in m.parameters()),
+            "config": {"use_token": EAGLE_VARIANTS[k]["use_token"]},
+            "loss": f"SmoothL1(feature) + {EAGLE_VARIANTS[k]['w_cls']} x soft CE; uniform input noise +-0.1",
+            "steps": step,
+            "tokens_seen": step * batch * length,
+            "wall_minutes": round(wall, 1),
+            "lr": lr,
+            "seed": seed,
+            "validation": {
+                "windows": f"{len(val)} batches of {batch}x{length} validation tokens, teacher-forced",
+                "regression": round(reg, 4),
+                "soft_ce": round(ce, 4),
+                "top1_agreement": round(hit / count, 4),
+            },
+            "rank_acceptance": {
+                "how": "30 validation prompts (last 64 tokens) + 64 greedy target tokens; acc[d][r] = "
+                "P(target token at depth d is the drafter's rank r | correct path), drafter on its own "
+                "feature guesses",
+                "acc": [[round(float(x), 4) for x in row] for row in acc],
+            },
+            "last_train": last[k],
+            "torch": torch.__version__,
+        }
+        zoo.save_weights(m, k, card, preset=name)
+        log(
+            f"{k}: {card['parameters'] / 1e6:.2f}M parameters, {card['validation']}, acc[:, 0] {acc[:, 0].tolist()}"
+        )
+    log(f"eagle drafters saved under {zoo.ZOO_DIR / name} ({wall:.1f} min of training)")
+    calibrate_eagle(name)
+
+
+TEMPERATURE_GRID = (0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+
+
+def calibrate_eagle(name: str):
+    """Fit the EAGLE drafter's greedy confidence temperature (chapter 08) on validation prompts and record
+    it, with the expected calibration errors, in its card (EAGLE-2 shapes greedy trees with it)."""
+    import json
+
+    from specdec_lib.autoregressive import generate_ar
+    from specdec_lib.eagle import load_eagle
+    from specdec_lib.eagle2 import calibration_records, fit_greedy_temperature, reliability
+
+    target, _, tok = zoo.load_pair(name, device="cpu")
+    drafter, card = load_eagle(target, "eagle", name)
+    prompts = [torch.tensor(tok.encode(p))[-64:] for p in zoo.heldout_prompts(30, split="validation")]
+    seqs = [torch.cat([p, torch.tensor(generate_ar(target, p, 64))]) for p in prompts]
+    records = calibration_records(
+        drafter, target, seqs, [len(p) for p in prompts], temperatures=TEMPERATURE_GRID
+    )
+    best = fit_greedy_temperature(records)
+    card["calibration"] = {
+        "how": "the drafter's top-4 guesses at depths 1-5 drafting along 64 greedy target tokens after each of "
+        "30 validation prompts; ECE over 10 bins",
+        "greedy_temperature": best,
+        "ece_greedy_at_t1": round(reliability(records[1.0][:, 0], records[1.0][:, 2])[1], 4),
+        "ece_greedy_at_fitted_t": round(reliability(records[best][:, 0], records[best][:, 2])[1], 4),
+        "ece_target_probability_at_t1": round(reliability(records[1.0][:, 0], records[1.0][:, 1])[1], 4),
+    }
+    (zoo.ZOO_DIR / name / "eagle" / "card.json").write_text(json.dumps(card, indent=1) + "\n")
+    log(f"eagle calibration: {card['calibration']}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--name", default="tiny-code")
@@ -353,13 +474,21 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: leave torch's default)")
-    ap.add_argument("--stage", choices=["all", "heads"], default="all", help="heads: only the ch05-06 heads")
+    ap.add_argument(
+        "--stage",
+        choices=["all", "heads", "eagle"],
+        default="all",
+        help="heads: only the ch05-06 heads; eagle: only the ch07-08 drafters",
+    )
     ap.add_argument("--heads-minutes", type=float, default=24, help="Medusa + both MTP variants, together")
+    ap.add_argument("--eagle-minutes", type=float, default=15, help="EAGLE + its two ablations, together")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.stage == "heads":
         return train_heads(args.name, args.heads_minutes, args.seed)
+    if args.stage == "eagle":
+        return train_eagle_stage(args.name, args.eagle_minutes, args.seed)
     t_all = time.time()
     out = zoo.ZOO_DIR / args.name
     common = {
@@ -502,6 +631,7 @@ def main(argv=None):
     save(draft, tok, out / "draft", card)
     log(f"kept the {best} draft; greedy agreement on 50 test prompts = {test_alpha:.3f}")
     train_heads(args.name, args.heads_minutes, args.seed)
+    train_eagle_stage(args.name, args.eagle_minutes, args.seed)
     log(f"zoo done in {(time.time() - t_all) / 60:.1f} min")
 
 

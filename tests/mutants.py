@@ -28,6 +28,7 @@ BEHAVIOURAL = [
     "tests/test_sampling_controls.py",
     "tests/test_trees.py",
     "tests/test_medusa_mtp.py",
+    "tests/test_eagle.py",
 ]
 
 # name -> (file, [(text, replacement), ...]); each text must occur exactly once in the file.
@@ -98,6 +99,33 @@ MUTANTS = {
             (
                 "            P = residual(P, q)  # what q offered is used up",
                 "            P = residual(p[node + 1], q)  # what q offered is used up",
+            )
+        ],
+    ),
+    "E1 EAGLE leaves the round's tree (guessed features) in the drafter's cache": (
+        "specdec_lib/eagle.py",
+        [
+            (
+                "        self.cache.crop(len(tokens) - len(verdict.tokens) - 1)",
+                "        pass",
+            )
+        ],
+    ),
+    "E2 EAGLE pairs each feature with the token it read, not the token it chose": (
+        "specdec_lib/eagle.py",
+        [
+            (
+                "        h = self.drafter(self.f, tokens[start + 1 : n + 1], positions, self.cache)",
+                "        h = self.drafter(self.f, tokens[start:n], positions, self.cache)",
+            )
+        ],
+    ),
+    "E3 EAGLE-2 picks its frontier by each child's own confidence, not the path's": (
+        "specdec_lib/eagle2.py",
+        [
+            (
+                "            frontier = [first + int(j) for j in cumulative.flatten().topk(k).indices]",
+                "            frontier = [first + int(j) for j in child.values.flatten().topk(k).indices]",
             )
         ],
     ),

@@ -92,6 +92,27 @@ def _fresh_mtp(prop, target, tokens, tree):
     return out
 
 
+def _fresh_eagle(prop, target, tokens, tree):
+    kids = tree.children()
+    if hasattr(prop, "choices"):  # the static tree: exactly its rank paths that fit in the tree's depth
+        ranks = []
+        for i, parent in enumerate(tree.parents.tolist()):
+            ranks.append((ranks[parent] if parent >= 0 else ()) + (kids[parent].index(i),))
+        want = [c for c in prop.choices if len(c) <= int(tree.depth().max())]
+        assert sorted(ranks) == sorted(want), f"eagle drafted the rank paths {ranks}, not its tree {want}"
+    dr, n = prop.drafter, len(tokens) - 1  # the target's features over positions 0 .. n - 1
+    f = hf.hidden_states(target, tokens[None, :-1], (dr.feature_layer,))[dr.feature_layer][0]
+    out = []
+    for i, parent in enumerate(tree.parents.tolist()):
+        feats, ahead = f, tokens[1:]  # position j reads [e(t_{j+1}) ; f_j]
+        guess = dr(feats, ahead, torch.arange(n))[-1]  # f^_n, the root's guessed feature
+        for node in tree.path_to(parent):  # each ancestor reads [e(its token) ; its parent's guess]
+            feats, ahead = torch.cat([feats, guess[None]]), torch.cat([ahead, tree.tokens[node : node + 1]])
+            guess = dr(feats, ahead, torch.arange(len(ahead)))[-1]
+        out.append((dr.logits(guess), kids[parent].index(i)))
+    return out
+
+
 def _fresh_ngram(prop, target, tokens, tree):
     want = PromptLookupProposer(prop.k, prop.n).propose(tokens, len(tree))
     return [
@@ -106,6 +127,8 @@ FRESH_DRAFT = {
     "medusa": _fresh_medusa,
     "mtp-independent": _fresh_mtp,
     "mtp-sequential": _fresh_mtp,
+    "eagle": _fresh_eagle,
+    "eagle2": _fresh_eagle,
     "ngram": _fresh_ngram,
 }
 
@@ -269,12 +292,33 @@ class LyingProposer(Proposer):
         self.inner.update(tokens, verdict)
 
 
-@pytest.mark.parametrize("spec", ["chain:3", "mtp-sequential"])
+class LyingTopK(LyingProposer):
+    """Deterministic top-k picks reported as if drawn uniformly among their siblings (q = 1/m on each of
+    the m sibling tokens) instead of as point masses: the slip of a tree drafter that forgets how its
+    nodes were chosen."""
+
+    def propose(self, tokens, max_depth):
+        tree = self.inner.propose(tokens, max_depth)
+        if tree is None or tree.q is not None:
+            return tree
+        q = torch.zeros(len(tree), hf.vocab_size(self.target))
+        for kids in tree.children().values():
+            q[kids] = torch.zeros(hf.vocab_size(self.target)).index_fill(0, tree.tokens[kids], 1 / len(kids))
+        return DraftTree(tree.tokens, tree.parents, q)
+
+
+@pytest.mark.parametrize("spec", ["chain:3", "mtp-sequential", "eagle:8", "eagle2:8"])
 def test_a_lying_proposer_is_caught(spec, tiny, monkeypatch):
     target, draft = tiny
     sampling, max_new = SAMPLINGS["T=0.7 top-k 3 top-p 0.9"]
     base = sd.make_proposer(spec, target, draft, weights="random")
-    make = lambda: LyingProposer(copy.copy(base))  # noqa: E731
+    liar = LyingTopK if spec.startswith("eagle2") else LyingProposer
+
+    def make():
+        lying = liar(copy.copy(base))
+        lying.target = target
+        return lying
+
     gap = law_gap(
         first_two_tokens_law(target, make, sampling, max_new, monkeypatch), target_law(target, sampling)
     )
@@ -326,10 +370,14 @@ def test_broken_proposers_are_caught(broken, zoo):
 # ----------------------------------------------------------------------------------- the registry
 def test_registry_specs_and_errors(tiny):
     target, draft = tiny
-    assert {"chain", "tree", "medusa", "mtp-independent", "mtp-sequential"} <= set(methods.METHODS)
+    assert {"chain", "tree", "medusa", "mtp-independent", "mtp-sequential", "eagle", "eagle2"} <= set(
+        methods.METHODS
+    )
     assert sd.make_proposer("chain:5", target, draft).k == 5
     assert sd.make_proposer("tree:3-1", target, draft).branching == (3, 1)
-    for bad in ("nope", "chain:0", "chain:x", "tree:2--1", 3):
+    assert len(sd.make_proposer("eagle:5", target, weights="random").choices) == 5
+    assert sd.make_proposer("eagle2:24", target, weights="random").total_tokens == 24
+    for bad in ("nope", "chain:0", "chain:x", "tree:2--1", 3, "eagle:0", "eagle2:-3", "eagle2:x"):
         with pytest.raises(ValueError):
             sd.make_proposer(bad, target, draft)
     with pytest.raises(ValueError, match="needs a draft model"):

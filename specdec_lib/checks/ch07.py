@@ -1,0 +1,197 @@
+"""Checkers for chapter 07 (EAGLE). Hand-written; the notebook imports them.
+
+Each checker prints and returns "correct", "incorrect" (with a hint) or "not attempted", and never raises.
+`REFERENCE` holds the reference solutions and `WRONG` plausible mistakes; tests/test_checks_common.py and
+tests/test_checks_ch07.py run every checker on both.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specdec_lib.checks._core import _ICON, NOT_ATTEMPTED, Incorrect, as_int_list, expect, verdict
+
+
+# ------------------------------------------------------------- exercise 1: EAGLE's training pairs
+def _ref_eagle_pairs(ids):
+    T = len(ids)
+    return [ids[i + 1] for i in range(T - 2)], [ids[i + 2] for i in range(T - 2)]
+
+
+def _windows() -> list[list[int]]:
+    g = torch.Generator().manual_seed(0)
+    out = [list(range(10, 10 + T)) for T in (3, 4, 7)]
+    out += [torch.randperm(60, generator=g)[:T].tolist() for T in (5, 9, 13)]
+    return out
+
+
+def check_eagle_pairs(fn) -> str:
+    """fn(ids) -> (ahead, labels) for positions i = 0 .. T - 3 of a window: ahead[i] is the token whose
+    embedding joins the feature f_i in the drafter's input, labels[i] the token that lm_head(f^_{i+1}),
+    the drafter's output there, should pick (its soft label is the target's distribution at i + 1)."""
+
+    def cases(fn):
+        for ids in _windows():
+            want_ahead, want_labels = _ref_eagle_pairs(ids)
+            answer = fn(list(ids))
+            try:
+                ahead, labels = answer
+            except (TypeError, ValueError) as e:
+                raise Incorrect("return a pair: (tokens read with the features, labels)") from e
+            ahead, labels = as_int_list(ahead, "the tokens read"), as_int_list(labels, "the labels")
+            context = f"ids {ids}"
+            expect(
+                len(ahead) == len(labels) == len(ids) - 2,
+                f"{context}: one entry per position i = 0 .. T - 3 ({len(ids) - 2}); you returned "
+                f"{len(ahead)} and {len(labels)} (f^_{{i+1}} needs the target's f_{{i+1}} AND its next token)",
+            )
+            expect(
+                ahead != ids[:-2],
+                f"{context}: f_i is paired with t_(i+1), the token it CHOSE, not t_i (the token it read): "
+                "that one-step shift is what resolves the feature's uncertainty",
+            )
+            expect(ahead == want_ahead, f"{context}: expected the tokens read {want_ahead}, got {ahead}")
+            expect(
+                labels != ahead,
+                f"{context}: the drafter must not be asked to predict the token it reads",
+            )
+            expect(labels == want_labels, f"{context}: expected labels {want_labels}, got {labels}")
+
+    return verdict("EAGLE training pairs", fn, cases)
+
+
+# ------------------------------------------------- exercise 2: the seeds' question, and the blur it fixes
+UNCERTAINTY_OPTIONS = {
+    "a": "It samples several candidate features and averages them.",
+    "b": "It feeds the drafter the token sequence shifted one step ahead, so it knows which token was "
+    "actually sampled and predicts the feature that follows it.",
+    "c": "It lowers the temperature so that the next token is certain.",
+    "d": "It trains with a larger regression loss so the features become exact.",
+}
+
+
+def _ref_blurred_feature(next_features, probs):
+    return (torch.as_tensor(probs, dtype=torch.float32)[:, None] * torch.as_tensor(next_features)).sum(0)
+
+
+def _feature_cases():
+    g = torch.Generator().manual_seed(1)
+    out = [(torch.tensor([[1.0, 0.0], [0.0, 1.0]]), torch.tensor([0.5, 0.5]))]
+    for m, d in ((3, 4), (2, 8), (4, 3)):
+        p = torch.rand(m, generator=g) + 0.1
+        out.append((torch.randn(m, d, generator=g), p / p.sum()))
+    return out
+
+
+def check_feature_uncertainty(answer=..., fn=None) -> str:
+    """answer: the letter of the option in UNCERTAINTY_OPTIONS that says how EAGLE handles the
+    uncertainty of the next feature. fn(next_features [m, d], probs [m]) -> [d]: the guess that
+    minimises the expected squared error when the drafter does NOT know which of the m tokens was
+    sampled (token j, with probability probs[j], leads to feature next_features[j])."""
+    name = "feature uncertainty"
+    if answer is ... or fn is None:
+        print(f"{_ICON[NOT_ATTEMPTED]} {name}: {NOT_ATTEMPTED} — choose a letter and write the function")
+        return NOT_ATTEMPTED
+
+    def cases(fn):
+        expect(isinstance(answer, str), f"answer with a letter among {sorted(UNCERTAINTY_OPTIONS)}")
+        letter = answer.strip().lower()
+        expect(letter in UNCERTAINTY_OPTIONS, f"answer with a letter among {sorted(UNCERTAINTY_OPTIONS)}")
+        expect(
+            letter == "b",
+            f"option {letter!r} is not it: what does the drafter read besides the feature? (see section 1)",
+        )
+        for feats, probs in _feature_cases():
+            want = _ref_blurred_feature(feats, probs)
+            got = fn(feats.clone(), probs.clone())
+            try:
+                got = torch.as_tensor(got, dtype=torch.float32).reshape(-1)
+            except (TypeError, ValueError, RuntimeError) as e:
+                raise Incorrect("return a vector of d numbers") from e
+            expect(
+                got.numel() == want.numel(), f"return one vector of {want.numel()} numbers, got {got.numel()}"
+            )
+            best = feats[probs.argmax()]
+            expect(
+                not torch.allclose(got, best, atol=1e-4) or torch.allclose(best, want, atol=1e-4),
+                "the most likely token's feature is right only when that token is sampled; averaged over "
+                "the draws, the squared error is smallest at the probability-weighted mean",
+            )
+            expect(
+                torch.allclose(got, want, atol=1e-4),
+                f"for probs {[round(float(p), 3) for p in probs]} expected {want.tolist()}, got {got.tolist()}",
+            )
+
+    return verdict(name, fn, cases)
+
+
+# ------------------------------------------------------- exercise 3: the drafter's cache after a round
+def _ref_drafter_cache(n, accepted):
+    return n, list(range(n, n + accepted + 1))
+
+
+def check_drafter_cache(fn) -> str:
+    """fn(n, accepted) -> (kept, fed): the root (pending token) of a round sat at position n, and
+    `accepted` drafted nodes were accepted. kept: how many positions the drafter's cache keeps after
+    the round; fed: the positions the next round's catch-up pass feeds with the target's true features."""
+
+    def cases(fn):
+        for n in (1, 2, 5, 17):
+            for accepted in (0, 1, 3, 5):
+                want_kept, want_fed = _ref_drafter_cache(n, accepted)
+                answer = fn(n, accepted)
+                try:
+                    kept, fed = answer
+                except (TypeError, ValueError) as e:
+                    raise Incorrect("return a pair: (positions kept, positions fed next)") from e
+                kept, fed = as_int_list(kept, "kept")[0] if kept is not None else -1, as_int_list(fed, "fed")
+                context = f"n = {n}, accepted = {accepted}"
+                expect(
+                    accepted == 0 or kept != n + accepted,
+                    f"{context}: keeping the accepted nodes keeps keys computed from the drafter's own GUESSED "
+                    "features; EAGLE drops them and re-feeds the path with the target's true features",
+                )
+                expect(kept == want_kept, f"{context}: expected {want_kept} positions kept, got {kept}")
+                expect(
+                    len(fed) == accepted + 1,
+                    f"{context}: the target verified the root and {accepted} accepted node(s): that is "
+                    f"{accepted + 1} new features, each fed once; you feed {len(fed)}",
+                )
+                expect(fed == want_fed, f"{context}: expected positions {want_fed}, got {fed}")
+
+    return verdict("drafter cache after a round", fn, cases)
+
+
+REFERENCE = {
+    "check_eagle_pairs": _ref_eagle_pairs,
+    "check_feature_uncertainty": ("b", _ref_blurred_feature),  # values: check_feature_uncertainty(*answer)
+    "check_drafter_cache": _ref_drafter_cache,
+}
+
+
+WRONG = {
+    "check_eagle_pairs": [
+        lambda ids: (ids[:-2], ids[1:-1]),  # pairs f_i with the token it read: no shift
+        lambda ids: (ids[1:-1], ids[1:-1]),  # predicts the token it reads
+        lambda ids: (ids[1:], ids[2:]),  # one position too many
+        lambda ids: (ids[1:-1], ids[3:] + [0]),  # labels one too far
+        lambda ids: (ids[2:], ids[2:]),  # reads two ahead
+    ],
+    "check_feature_uncertainty": [
+        ("a", _ref_blurred_feature),
+        ("c", _ref_blurred_feature),
+        (
+            "b",
+            lambda f, p: torch.as_tensor(f)[torch.as_tensor(p).argmax()],
+        ),  # the most likely token's feature
+        ("b", lambda f, p: torch.as_tensor(f).mean(0)),  # unweighted mean
+        ("B ", lambda f, p: torch.as_tensor(f).sum(0)),  # forgets the probabilities
+    ],
+    "check_drafter_cache": [
+        lambda n, a: (n + a, [n + a]),  # keeps the guessed-feature entries
+        lambda n, a: (n, list(range(n, n + a))),  # forgets the root's feature
+        lambda n, a: (n - 1, list(range(n - 1, n + a + 1))),  # one too few kept
+        lambda n, a: (n, list(range(n + 1, n + a + 2))),  # fed one position late
+        lambda n, a: (0, list(range(n + a + 1))),  # re-feeds everything (right answer, 10x the work)
+    ],
+}
