@@ -71,6 +71,9 @@ class Eagle2Proposer(EagleProposer):
     fitted so that confidence matches greedy acceptance (`fit_greedy_temperature`). Only the tree's
     shape depends on it, never the output.
 
+    Defaults (16 nodes, depth 8, top_k 4) are the official Qwen3 script's depth and width at our budget;
+    on 50 validation prompts depth 8 beat depth 6 and top_k 3..8 were within 1%.
+
     Every node is a deterministic pick (q = None): chapter 04's verify_tree treats it as a point mass,
     accepting it with the target's probability P(x) and zeroing it out of the residual. Lossless at any
     temperature, and the tree's shape changes from round to round."""
@@ -79,7 +82,7 @@ class Eagle2Proposer(EagleProposer):
         self,
         drafter: EagleDrafter,
         total_tokens: int = 16,
-        depth: int = 6,
+        depth: int = 8,
         top_k: int = 4,
         greedy_temperature: float = 1.0,
     ):

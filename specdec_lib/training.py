@@ -32,7 +32,7 @@ def train_on_frozen_target(
             bar.update(min(round(seconds), round(elapsed)) - bar.n)
             bar.set_postfix(loss=f"{float(loss.detach()):.3f}", refresh=False)
         if log_every and step % log_every == 0:
-            print(f"step {step}: per-depth CE " + " ".join(f"{x:.2f}" for x in per_depth.tolist()))
+            print(f"step {step}: losses " + " ".join(f"{x:.2f}" for x in per_depth.tolist()))
     bar.close()
     module.eval()
     return history
