@@ -239,6 +239,32 @@ def reload(folder: Path):
     return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
 
 
+def train_together(
+    models: dict, lrs: dict, step_loss, batches, minutes: float, what: str, log_every: int = 50
+):
+    """Train several proposers side by side on the same batches (AdamW, 20-step warm-up, cosine to 10%,
+    stopped by the time budget or the end of the batches). step_loss(ids) -> {name: (loss, per-part
+    losses)}: one frozen-target pass per batch can feed them all. Returns (steps, last losses, minutes)."""
+    opts = {k: torch.optim.AdamW(m.parameters(), lr=lrs[k], weight_decay=0.0) for k, m in models.items()}
+    budget, t0, warm = minutes * 60, time.time(), 20
+    step, last = 0, {}
+    for step, ids in enumerate(batches):
+        progress = max(step / len(batches), (time.time() - t0) / budget)
+        if progress >= 1:
+            break
+        scale = min(1.0, (step + 1) / warm) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+        for k, (loss, per) in step_loss(ids).items():
+            for g in opts[k].param_groups:
+                g["lr"] = lrs[k] * scale
+            opts[k].zero_grad()
+            loss.backward()
+            opts[k].step()
+            last[k] = [round(x, 4) for x in per.tolist()]
+        if step % log_every == 0:
+            log(f"{what} step {step} ({(time.time() - t0) / 60:.1f} min): losses {last}")
+    return step, last, (time.time() - t0) / 60
+
+
 # ------------------------------------------------------------------------- proposer heads (ch05-06)
 def train_heads(
     name: str, minutes: float, seed: int, batch: int = 8, length: int = 256, max_steps: int = 4000
@@ -275,30 +301,16 @@ def train_heads(
     missing = {m.zoo_weights for m in METHODS.values() if m.zoo_weights} - set(models) - set(EAGLE_VARIANTS)
     if missing:
         raise SystemExit(f"registered methods need zoo weights that the zoo does not train: {missing}")
-    opts = {k: torch.optim.AdamW(m.parameters(), lr=lrs[k], weight_decay=0.0) for k, m in models.items()}
     batches = zoo.token_batches(tok, "train", batch, length, max_batches=max_steps, seed=seed)
     log(f"heads: {len(batches)} batches of {batch}x{length} tokens available; budget {minutes} min")
-    budget, t0, warm = minutes * 60, time.time(), 20
     layers = (hf.num_layers(target) - 1, -1)
-    step, last = 0, {}
-    for step, ids in enumerate(batches):
-        progress = max(step / len(batches), (time.time() - t0) / budget)
-        if progress >= 1:
-            break
-        scale = min(1.0, (step + 1) / warm) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+    def step_loss(ids):
         with torch.no_grad():
             feats = hf.hidden_states(target, ids, layers)
-        for k, m in models.items():
-            for g in opts[k].param_groups:
-                g["lr"] = lrs[k] * scale
-            loss, per = losses[k](m, feats, ids)
-            opts[k].zero_grad()
-            loss.backward()
-            opts[k].step()
-            last[k] = [round(x, 3) for x in per.tolist()]
-        if step % 50 == 0:
-            log(f"heads step {step} ({(time.time() - t0) / 60:.1f} min): per-depth CE {last}")
-    wall = (time.time() - t0) / 60
+        return {k: losses[k](m, feats, ids) for k, m in models.items()}
+
+    step, last, wall = train_together(models, lrs, step_loss, batches, minutes, "heads")
     val = zoo.token_batches(tok, "validation", batch, length, max_batches=40, seed=seed)
     out = zoo.ZOO_DIR / name
     for k, m in models.items():
@@ -359,28 +371,16 @@ def train_eagle_stage(
     torch.manual_seed(seed)
     models = {k: EagleDrafter(target, use_token=v["use_token"]) for k, v in EAGLE_VARIANTS.items()}
     lr = 1e-3
-    opts = {k: torch.optim.AdamW(m.parameters(), lr=lr, weight_decay=0.0) for k, m in models.items()}
     batches = zoo.token_batches(tok, "train", batch, length, max_batches=max_steps, seed=seed)
     log(f"eagle: {len(batches)} batches of {batch}x{length} tokens available; budget {minutes} min")
-    budget, t0, warm = minutes * 60, time.time(), 20
-    step, last = 0, {}
-    for step, ids in enumerate(batches):
-        progress = max(step / len(batches), (time.time() - t0) / budget)
-        if progress >= 1:
-            break
-        scale = min(1.0, (step + 1) / warm) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+    def step_loss(ids):
         f = eagle_features(target, ids)
-        for k, m in models.items():
-            for g in opts[k].param_groups:
-                g["lr"] = lr * scale
-            loss, per = eagle_loss(m, f, ids, w_cls=EAGLE_VARIANTS[k]["w_cls"])
-            opts[k].zero_grad()
-            loss.backward()
-            opts[k].step()
-            last[k] = [round(x, 4) for x in per.tolist()]
-        if step % 100 == 0:
-            log(f"eagle step {step} ({(time.time() - t0) / 60:.1f} min): [regression, CE] {last}")
-    wall = (time.time() - t0) / 60
+        return {k: eagle_loss(m, f, ids, w_cls=EAGLE_VARIANTS[k]["w_cls"]) for k, m in models.items()}
+
+    step, last, wall = train_together(
+        models, dict.fromkeys(models, lr), step_loss, batches, minutes, "eagle", 100
+    )
     val = zoo.token_batches(tok, "validation", batch, length, max_batches=20, seed=seed)
     prompts = [torch.tensor(tok.encode(p))[-64:] for p in zoo.heldout_prompts(30, split="validation")]
     seqs = [torch.cat([p, torch.tensor(generate_ar(target, p, 64))]) for p in prompts]
