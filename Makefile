@@ -12,11 +12,12 @@ OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HUB_DISABLE_PROGRESS_BARS=
            TRANSFORMERS_VERBOSITY=error PYTHONPATH=$(CURDIR)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv $(VENV) export lint unit nbval test book bench zoo clean distclean
+.PHONY: help venv $(VENV) export lint unit nbval test book student bench zoo clean distclean
 
 help:
 	@echo "make test     lint + unit tests + every notebook (offline, CPU)"
 	@echo "make book     build the website into _build/html"
+	@echo "make student  student notebooks without solutions, and their website (_build/student)"
 	@echo "make export   regenerate specdec_lib/<chapter>.py from the notebooks"
 	@echo "make lint | unit | nbval | bench | zoo | clean | distclean"
 
@@ -70,6 +71,12 @@ test: $(STAMP)
 # (jupyter-book 1.x has no `python -m` entry point, hence its console script.)
 book: $(STAMP)
 	env $(OFFLINE) $(VENV)/bin/jupyter-book build . --all -W --keep-going
+
+# Student notebooks (solutions replaced by stubs, checkers kept) in _build/student/notebooks, and their site.
+student: $(STAMP)
+	$(PY) -m specdec_lib.student --out _build/student
+	env $(OFFLINE) $(VENV)/bin/jupyter-book build _build/student --all -W --keep-going
+	@echo "student site: _build/student/_build/html/index.html"
 
 bench: $(STAMP)
 	$(PY) -m specdec_lib.bench

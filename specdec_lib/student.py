@@ -1,0 +1,129 @@
+"""Student notebooks and a student website, without solutions (hand-written support code for teachers).
+
+    python -m specdec_lib.student [--out _build/student]   # the notebooks and a copy of the book sources
+    make student                                            # ... then builds the student website
+
+Every exercise cell holds its reference solution between nbgrader's markers, so `nbgrader
+generate_assignment` works on the notebooks as they are:
+
+    def my_rerank(parents, logp, total):
+        ### BEGIN SOLUTION
+        ...
+        ### END SOLUTION
+
+This module does the same without nbgrader. A region inside a function body becomes `# your code here`
+and `raise NotImplementedError`; a region at the top level (answers that are values) becomes
+`name = ...  # your answer` for each name it assigns. Markdown cells tagged `solution` (why a solution
+works) are dropped, and exercise cells lose the `hide-input` tag that folds the solution away on the
+full website. The checkers stay, so a student notebook runs and reports "not attempted" everywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+ASSIGNED = re.compile(r"^(\w+)\s*=")
+
+
+def _source(cell) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def _lines(text: str) -> list[str]:
+    parts = text.split("\n")
+    return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+def solution_regions(source: str) -> list[list[str]]:
+    """The lines between each pair of markers in a cell's source (markers excluded)."""
+    regions, current = [], None
+    for line in source.split("\n"):
+        if line.strip() == BEGIN:
+            if current is not None:
+                raise ValueError("nested ### BEGIN SOLUTION")
+            current = []
+        elif line.strip() == END:
+            if current is None:
+                raise ValueError("### END SOLUTION without a BEGIN")
+            regions.append(current)
+            current = None
+        elif current is not None:
+            current.append(line)
+    if current is not None:
+        raise ValueError("### BEGIN SOLUTION without an END")
+    return regions
+
+
+def strip_solutions(source: str) -> str:
+    """The cell's source with every solution region replaced by a stub (see the module docstring)."""
+    solution_regions(source)  # refuse unbalanced markers
+    out, inside = [], False
+    for line in source.split("\n"):
+        if line.strip() == BEGIN:
+            inside, indent, names = True, line[: len(line) - len(line.lstrip())], []
+            continue
+        if line.strip() == END:
+            inside = False
+            if indent:
+                out += [f"{indent}# your code here", f"{indent}raise NotImplementedError"]
+            else:
+                out += [f"{name} = ...  # your answer" for name in names] or ["# your code here"]
+            continue
+        if inside:
+            m = ASSIGNED.match(line)
+            if m and not indent and m.group(1) not in names:
+                names.append(m.group(1))
+            continue
+        out.append(line)
+    return "\n".join(out)
+
+
+def student_notebook(nb: dict) -> dict:
+    """A copy of a chapter notebook for students: stubs instead of solutions, no solution notes."""
+    nb = copy.deepcopy(nb)
+    cells = []
+    for cell in nb["cells"]:
+        tags = cell.get("metadata", {}).get("tags", [])
+        if "solution" in tags:
+            continue
+        if cell["cell_type"] == "code" and BEGIN in _source(cell):
+            cell["source"] = _lines(strip_solutions(_source(cell)))
+            cell["metadata"]["tags"] = [t for t in tags if t != "hide-input"]
+            if not cell["metadata"]["tags"]:
+                del cell["metadata"]["tags"]
+        cells.append(cell)
+    nb["cells"] = cells
+    return nb
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, default=ROOT / "_build" / "student")
+    args = ap.parse_args(argv)
+    out = args.out
+    if out.exists():
+        shutil.rmtree(out)
+    (out / "notebooks").mkdir(parents=True)
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy(ROOT / name, out / name)
+    shutil.copytree(ROOT / "book", out / "book")
+    count = 0
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        nb = student_notebook(json.loads(path.read_text()))
+        (out / "notebooks" / path.name).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+        count += 1
+    print(f"{count} student notebooks (solutions removed) and the book sources in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""`make student`: student notebooks keep every exercise and checker but no solution text, while the full
+notebooks keep their solutions between nbgrader's markers (so `nbgrader generate_assignment` works too)."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from specdec_lib.student import BEGIN, END, solution_regions, strip_solutions, student_notebook
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def _src(cell):
+    return "".join(cell["source"])
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_student_notebook_has_every_exercise_and_no_solution(path):
+    full = json.loads(path.read_text())
+    student = student_notebook(full)
+    student_text = "\n".join(_src(c) for c in student["cells"])
+    exercises = [c for c in full["cells"] if c["cell_type"] == "code" and BEGIN in _src(c)]
+    assert len(exercises) >= 3, "a chapter has at least three exercises with reference solutions"
+    assert BEGIN not in student_text and END not in student_text
+    for cell in exercises:
+        assert cell["metadata"]["nbgrader"]["solution"] is True  # what nbgrader's ClearSolutions expects
+        assert "hide-input" in cell["metadata"]["tags"]  # folded on the full website
+        others = "\n".join(
+            _src(c)
+            for c in full["cells"]
+            if c is not cell and "solution" not in c["metadata"].get("tags", [])
+        )
+        outside = strip_solutions(_src(cell))
+        for region in solution_regions(_src(cell)):
+            telling = [
+                line.strip()
+                for line in region
+                if line.strip() and not line.strip().startswith("#") and line.strip() not in others + outside
+            ]
+            assert telling, f"{path.name}: a solution with no line of its own to look for: {region}"
+            leaked = [line for line in telling if line in student_text]
+            assert not leaked, f"{path.name}: the student notebook still shows {leaked}"
+    for cell in full["cells"]:
+        if "solution" in cell["metadata"].get("tags", []):
+            body = _src(cell).split("\n", 2)[-1].strip().split("\n")[0]
+            assert body and body not in student_text
+    calls = lambda cells: re.findall(r"^check_\w+\(", "\n".join(_src(c) for c in cells), re.M)  # noqa: E731
+    assert calls(student["cells"]) == calls(full["cells"]), "every checker call stays"
+
+
+def test_stubs():
+    src = "def f(x):\n    ### BEGIN SOLUTION\n    return x + 1\n    ### END SOLUTION\n\n\ncheck_f(f)"
+    assert (
+        strip_solutions(src)
+        == "def f(x):\n    # your code here\n    raise NotImplementedError\n\n\ncheck_f(f)"
+    )
+    src = "# a: a number\n### BEGIN SOLUTION\na = 0.7  # because\nb = (1, 2)\na = 0.8\n### END SOLUTION\ncheck(a, b)"
+    assert (
+        strip_solutions(src) == "# a: a number\na = ...  # your answer\nb = ...  # your answer\ncheck(a, b)"
+    )
+    for bad in (f"{BEGIN}\nx = 1", f"x = 1\n{END}", f"{BEGIN}\n{BEGIN}\n{END}\n{END}"):
+        with pytest.raises(ValueError):
+            strip_solutions(bad)
