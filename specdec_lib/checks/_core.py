@@ -54,3 +54,12 @@ def as_int_list(value, what: str) -> list[int]:
         raise Incorrect(
             f"{what} should be a list (or 1-D tensor) of integers, got {type(value).__name__}"
         ) from e
+
+
+def as_int_list_pair(answer, names: tuple[str, str], hint: str) -> tuple[list[int], list[int]]:
+    """A learner's answer that should be a pair of integer lists, or Incorrect with `hint`."""
+    try:
+        first, second = answer
+    except (TypeError, ValueError) as e:
+        raise Incorrect(hint) from e
+    return as_int_list(first, names[0]), as_int_list(second, names[1])

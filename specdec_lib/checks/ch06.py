@@ -11,7 +11,15 @@ import math
 
 import torch
 
-from specdec_lib.checks._core import _ICON, NOT_ATTEMPTED, Incorrect, as_float, as_int_list, expect, verdict
+from specdec_lib.checks._core import (
+    _ICON,
+    NOT_ATTEMPTED,
+    Incorrect,
+    as_float,
+    as_int_list_pair,
+    expect,
+    verdict,
+)
 
 
 # ------------------------------------------------------------- exercise 1: sequential module labels
@@ -39,11 +47,9 @@ def check_module_pairs(fn) -> str:
                     continue
                 want_reads, want_labels = _ref_module_pairs(ids, k)
                 answer = fn(list(ids), k)
-                try:
-                    reads, labels = answer
-                except (TypeError, ValueError) as e:
-                    raise Incorrect("return a pair: (tokens read, labels)") from e
-                reads, labels = as_int_list(reads, "the tokens read"), as_int_list(labels, "the labels")
+                reads, labels = as_int_list_pair(
+                    answer, ("the tokens read", "the labels"), "return a pair: (tokens read, labels)"
+                )
                 context = f"ids {ids}, k = {k}"
                 expect(
                     len(reads) == len(labels),

@@ -9,7 +9,15 @@ from __future__ import annotations
 
 import torch
 
-from specdec_lib.checks._core import _ICON, NOT_ATTEMPTED, Incorrect, as_int_list, expect, verdict
+from specdec_lib.checks._core import (
+    _ICON,
+    NOT_ATTEMPTED,
+    Incorrect,
+    as_int_list,
+    as_int_list_pair,
+    expect,
+    verdict,
+)
 
 
 # ------------------------------------------------------------- exercise 1: EAGLE's training pairs
@@ -34,11 +42,11 @@ def check_eagle_pairs(fn) -> str:
         for ids in _windows():
             want_ahead, want_labels = _ref_eagle_pairs(ids)
             answer = fn(list(ids))
-            try:
-                ahead, labels = answer
-            except (TypeError, ValueError) as e:
-                raise Incorrect("return a pair: (tokens read with the features, labels)") from e
-            ahead, labels = as_int_list(ahead, "the tokens read"), as_int_list(labels, "the labels")
+            ahead, labels = as_int_list_pair(
+                answer,
+                ("the tokens read", "the labels"),
+                "return a pair: (tokens read with the features, labels)",
+            )
             context = f"ids {ids}"
             expect(
                 len(ahead) == len(labels) == len(ids) - 2,
