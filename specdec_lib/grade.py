@@ -14,6 +14,7 @@ crashes on a submission: it prints one table per submission and, with --json, wr
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import re
@@ -21,7 +22,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CHECK_CALL = re.compile(r"^(?!\s*#).*?\b(check_\w+)\s*\(", re.M)
+CHECK_CALL = re.compile(r"^(check_\w+)\s*\(", re.M)
 VERDICT = re.compile(
     r"^(?:✅|❌|⏳) (?P<title>.+?): (?P<verdict>correct|incorrect|not attempted)(?: — (?P<detail>.*))?$"
 )
@@ -46,12 +47,30 @@ def _error(outputs) -> str | None:
     return None
 
 
+def checkers_imported(nb) -> set[str]:
+    """The names a notebook imports from `specdec_lib.checks` (its exercise checkers)."""
+    names = set()
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:  # a half-written cell, or IPython syntax: it imports nothing we can see
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("specdec_lib.checks"):
+                names |= {alias.asname or alias.name for alias in node.names}
+    return names
+
+
 def exercises_of(nb) -> list[tuple[int, str]]:
-    """(cell index, checker name) of every code cell that calls a checker."""
+    """(cell index, checker name) of every code cell that calls an imported checker at the top level
+    (a line that starts with `check_...(`); library helpers such as `self.check_vocab(...)` do not count."""
+    imported = checkers_imported(nb)
     out = []
     for i, cell in enumerate(nb.cells):
         if cell.cell_type == "code":
-            found = CHECK_CALL.findall(cell.source)
+            found = [name for name in CHECK_CALL.findall(cell.source) if not imported or name in imported]
             if found:
                 out.append((i, found[-1]))
     return out

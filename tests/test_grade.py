@@ -19,6 +19,8 @@ CELLS = [
     "def my_eagle_pairs(ids):\n    return ids[:-2], ids[1:-1]  # no shift\n\n\ncheck_eagle_pairs(my_eagle_pairs)",
     'raise RuntimeError("my notebook broke")\ncheck_deepseek_numbers(1.85, 0.028)',
     "# check_this_is_only_a_comment(",
+    "def check_request(x):  # a library-style validator, not an exercise checker\n    return x\n\n\n"
+    "check_request(3)\nclass P:\n    def start(self):\n        self.check_vocab(1)",
 ]
 
 
