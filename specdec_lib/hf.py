@@ -19,6 +19,22 @@ from transformers import DynamicCache
 SUPPORTED_TRANSFORMERS = ">=4.56,<6"
 
 
+def check_transformers_version(version: str) -> None:
+    """Refuse an unsupported transformers at import, with the fix, instead of an obscure error later
+    (e.g. an old transformers on a Colab runtime)."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    if Version(version) not in SpecifierSet(SUPPORTED_TRANSFORMERS):
+        raise ImportError(
+            f"specdec_lib supports transformers {SUPPORTED_TRANSFORMERS}, but this environment has {version}. "
+            f"Install a supported one: pip install 'transformers{SUPPORTED_TRANSFORMERS}' (then restart the kernel)."
+        )
+
+
+check_transformers_version(transformers.__version__)
+
+
 @dataclass
 class ForwardOut:
     logits: torch.Tensor  # [n, V] fp32: row i is the next-token distribution after input i

@@ -233,3 +233,13 @@ def test_output_law_is_what_verify_chain_does(monkeypatch):
             law[token] += w
         want = rejection.output_law(p.double(), q_drawn.double(), q_reported.double())
         assert (law - want).abs().max() < 1e-6, trial
+
+
+def test_unsupported_transformers_is_refused_with_the_fix():
+    from specdec_lib import hf
+
+    for ok in ("4.56.0", "5.23.0", "5.99.1"):
+        hf.check_transformers_version(ok)
+    for old in ("4.40.2", "4.55.9", "6.0.0"):
+        with pytest.raises(ImportError, match=r"pip install 'transformers>=4.56,<6'"):
+            hf.check_transformers_version(old)

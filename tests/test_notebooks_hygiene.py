@@ -6,6 +6,7 @@ non-parametrized tests run (and pytest still exits 0).
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -176,3 +177,15 @@ def test_every_cell_has_a_unique_id(nb):
         ids = [cell.get("id") for cell in data["cells"]]
         assert None not in ids, f"{nb.name}: cell {ids.index(None)} has no id"
         assert len(set(ids)) == len(ids), f"{nb.name}: duplicate cell ids"
+
+
+def test_cells_holding_only_the_exporter_directive_are_removed_from_the_site():
+    """A cell that is nothing but `#| default_exp NAME` is plumbing: tagged remove-cell (the website hides
+    it); a directive in a cell that also holds code stays visible there."""
+    for nb in NOTEBOOKS:
+        for cell in json.loads(nb.read_text())["cells"]:
+            src = "".join(cell["source"]).strip()
+            if cell["cell_type"] == "code" and re.fullmatch(r"#\| default_exp \w+", src):
+                assert "remove-cell" in cell["metadata"].get("tags", []), (
+                    f"{nb.name}: tag the cell {src!r} remove-cell"
+                )
