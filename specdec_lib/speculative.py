@@ -177,6 +177,20 @@ class Stats:
     def time_total(self) -> float:
         return self.time_draft + self.time_verify + self.time_other
 
+    @classmethod
+    def pool(cls, runs) -> "Stats":
+        """One Stats over several generations: tau and the acceptance by position of them all together."""
+        total = cls()
+        for s in runs:
+            total.accepted += s.accepted
+            total.drafted += s.drafted
+            total.tree_sizes += s.tree_sizes
+            for name in ("target_forwards", "prefill_forwards", "draft_forwards", "new_tokens"):
+                setattr(total, name, getattr(total, name) + getattr(s, name))
+            for name in ("time_draft", "time_verify", "time_other"):
+                setattr(total, name, getattr(total, name) + getattr(s, name))
+        return total
+
 
 @dataclass
 class Generation:

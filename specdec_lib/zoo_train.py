@@ -356,6 +356,16 @@ def train_heads(
     log(f"heads saved under {out} ({wall:.1f} min of training)")
 
 
+def validation_greedy_texts(target, tok) -> tuple[list[torch.Tensor], list[int]]:
+    """30 validation prompts (their last 64 tokens), each followed by 64 greedy target tokens, and where
+    each continuation starts: the text the EAGLE cards measure acceptance and calibration on."""
+    from specdec_lib.autoregressive import generate_ar
+
+    prompts = [torch.tensor(tok.encode(p))[-64:] for p in zoo.heldout_prompts(30, split="validation")]
+    texts = [torch.cat([p, torch.tensor(generate_ar(target, p, 64))]) for p in prompts]
+    return texts, [len(p) for p in prompts]
+
+
 def train_eagle_stage(
     name: str, minutes: float, seed: int, batch: int = 8, length: int = 256, max_steps: int = 6000
 ):
@@ -363,7 +373,6 @@ def train_eagle_stage(
     target forward per batch feeds all three (AdamW, warm-up, cosine; time-budgeted). Each card records
     teacher-forced validation numbers and acc[d, r] along the target's greedy text (rank_acceptance),
     from which chapter 07 builds the static tree."""
-    from specdec_lib.autoregressive import generate_ar
     from specdec_lib.eagle import EAGLE_VARIANTS, EagleDrafter, eagle_features, eagle_loss, rank_acceptance
 
     target, _, tok = zoo.load_pair(name, device="cpu")
@@ -382,8 +391,7 @@ def train_eagle_stage(
         models, dict.fromkeys(models, lr), step_loss, batches, minutes, "eagle", 100
     )
     val = zoo.token_batches(tok, "validation", batch, length, max_batches=20, seed=seed)
-    prompts = [torch.tensor(tok.encode(p))[-64:] for p in zoo.heldout_prompts(30, split="validation")]
-    seqs = [torch.cat([p, torch.tensor(generate_ar(target, p, 64))]) for p in prompts]
+    seqs, starts = validation_greedy_texts(target, tok)
     for k, m in models.items():
         m.eval()
         with torch.no_grad():
@@ -395,7 +403,7 @@ def train_eagle_stage(
                 hit += float((m.logits(guess).argmax(-1) == m.logits(f[:, 1:]).argmax(-1)).sum())
                 count += guess.shape[0] * guess.shape[1]
                 reg, ce = reg + float(per[0]) / len(val), ce + float(per[1]) / len(val)
-        acc = rank_acceptance(m, target, seqs, [len(p) for p in prompts], depth=6, top=8)
+        acc = rank_acceptance(m, target, seqs, starts, depth=6, top=8)
         card = {
             "role": k,
             "for_target": f"{name}/target",
@@ -427,28 +435,24 @@ def train_eagle_stage(
             f"{k}: {card['parameters'] / 1e6:.2f}M parameters, {card['validation']}, acc[:, 0] {acc[:, 0].tolist()}"
         )
     log(f"eagle drafters saved under {zoo.ZOO_DIR / name} ({wall:.1f} min of training)")
-    calibrate_eagle(name)
+    calibrate_eagle(name, (seqs, starts))
 
 
 TEMPERATURE_GRID = (0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 
-def calibrate_eagle(name: str):
+def calibrate_eagle(name: str, texts=None):
     """Fit the EAGLE drafter's greedy confidence temperature (chapter 08) on validation prompts and record
     it, with the expected calibration errors, in its card (EAGLE-2 shapes greedy trees with it)."""
     import json
 
-    from specdec_lib.autoregressive import generate_ar
     from specdec_lib.eagle import load_eagle
     from specdec_lib.eagle2 import calibration_records, fit_greedy_temperature, reliability
 
     target, _, tok = zoo.load_pair(name, device="cpu")
     drafter, card = load_eagle(target, "eagle", name)
-    prompts = [torch.tensor(tok.encode(p))[-64:] for p in zoo.heldout_prompts(30, split="validation")]
-    seqs = [torch.cat([p, torch.tensor(generate_ar(target, p, 64))]) for p in prompts]
-    records = calibration_records(
-        drafter, target, seqs, [len(p) for p in prompts], temperatures=TEMPERATURE_GRID
-    )
+    seqs, starts = texts or validation_greedy_texts(target, tok)  # train_eagle_stage hands its own over
+    records = calibration_records(drafter, target, seqs, starts, temperatures=TEMPERATURE_GRID)
     best = fit_greedy_temperature(records)
     card["calibration"] = {
         "how": "the drafter's top-4 guesses at depths 1-5 drafting along 64 greedy target tokens after each of "

@@ -206,3 +206,21 @@ class ExactLaw:
             if not self.trace:
                 return law
             self.replay = [i for i, _ in self.trace[:-1]] + [self.trace[-1][0] + 1]
+
+
+def fresh_eagle_logits(drafter, target, tokens, path):
+    """An EAGLE drafter's logits after the committed `tokens` (last one pending) and a draft `path` of
+    token ids, recomputed from scratch: the target's features over the committed text (position j reads
+    [e(t_{j+1}) ; f_j]), then each drafted token paired with the drafter's own previous guess; no cache."""
+    import torch
+
+    from specdec_lib import hf
+
+    n = len(tokens) - 1
+    layer = drafter.feature_layer
+    feats, ahead = hf.hidden_states(target, tokens[None, :-1], (layer,))[layer][0], tokens[1:]
+    guess = drafter(feats, ahead, torch.arange(n))[-1]  # f^_n, the root's guessed feature
+    for t in path:
+        feats, ahead = torch.cat([feats, guess[None]]), torch.cat([ahead, ahead.new_tensor([int(t)])])
+        guess = drafter(feats, ahead, torch.arange(len(ahead)))[-1]
+    return drafter.logits(guess)

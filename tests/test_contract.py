@@ -18,7 +18,7 @@ import copy
 
 import pytest
 import torch
-from conftest import ExactLaw, continuation_logits, split_tables, tiny_model
+from conftest import ExactLaw, continuation_logits, fresh_eagle_logits, split_tables, tiny_model
 
 import specdec_lib as sd
 from specdec_lib import hf, methods, rejection
@@ -100,17 +100,13 @@ def _fresh_eagle(prop, target, tokens, tree):
             ranks.append((ranks[parent] if parent >= 0 else ()) + (kids[parent].index(i),))
         want = [c for c in prop.choices if len(c) <= int(tree.depth().max())]
         assert sorted(ranks) == sorted(want), f"eagle drafted the rank paths {ranks}, not its tree {want}"
-    dr, n = prop.drafter, len(tokens) - 1  # the target's features over positions 0 .. n - 1
-    f = hf.hidden_states(target, tokens[None, :-1], (dr.feature_layer,))[dr.feature_layer][0]
-    out = []
-    for i, parent in enumerate(tree.parents.tolist()):
-        feats, ahead = f, tokens[1:]  # position j reads [e(t_{j+1}) ; f_j]
-        guess = dr(feats, ahead, torch.arange(n))[-1]  # f^_n, the root's guessed feature
-        for node in tree.path_to(parent):  # each ancestor reads [e(its token) ; its parent's guess]
-            feats, ahead = torch.cat([feats, guess[None]]), torch.cat([ahead, tree.tokens[node : node + 1]])
-            guess = dr(feats, ahead, torch.arange(len(ahead)))[-1]
-        out.append((dr.logits(guess), kids[parent].index(i)))
-    return out
+    return [
+        (
+            fresh_eagle_logits(prop.drafter, target, tokens, tree.tokens[tree.path_to(parent)]),
+            kids[parent].index(i),
+        )
+        for i, parent in enumerate(tree.parents.tolist())
+    ]
 
 
 def _fresh_ngram(prop, target, tokens, tree):

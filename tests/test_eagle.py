@@ -5,7 +5,7 @@ import math
 
 import pytest
 import torch
-from conftest import tiny_model
+from conftest import fresh_eagle_logits, tiny_model
 
 from specdec_lib import hf
 from specdec_lib.autoregressive import SamplingParams
@@ -148,26 +148,15 @@ def test_eagle_runs_in_bfloat16():
         assert len(out.tokens) == 6
 
 
-def _fresh_logits(dr, target, tokens, path):
-    """The drafter's logits after the committed text and a draft path, recomputed with no cache."""
-    n = len(tokens) - 1
-    feats, ahead = hf.hidden_states(target, tokens[None, :-1], (-1,))[-1][0], tokens[1:]
-    guess = dr(feats, ahead, torch.arange(n))[-1]
-    for t in path:
-        feats, ahead = torch.cat([feats, guess[None]]), torch.cat([ahead, torch.tensor([t])])
-        guess = dr(feats, ahead, torch.arange(len(ahead)))[-1]
-    return dr.logits(guess)
-
-
 def _eagle2_reference(dr, target, tokens, total, depth, k):
     """EAGLE-2's tree as token paths, by the paper's recipe, every score recomputed from scratch."""
-    top = torch.log_softmax(_fresh_logits(dr, target, tokens, []), -1).topk(k)
+    top = torch.log_softmax(fresh_eagle_logits(dr, target, tokens, []), -1).topk(k)
     frontier = [((int(t),), float(v)) for v, t in zip(top.values, top.indices, strict=True)]
     recorded = list(frontier)
     for _ in range(2, depth + 1):
         grown = []
         for path, score in frontier:
-            top = torch.log_softmax(_fresh_logits(dr, target, tokens, list(path)), -1).topk(k)
+            top = torch.log_softmax(fresh_eagle_logits(dr, target, tokens, path), -1).topk(k)
             grown += [
                 (path + (int(t),), score + float(v)) for v, t in zip(top.values, top.indices, strict=True)
             ]
