@@ -76,6 +76,7 @@ book: $(STAMP)
 student: $(STAMP)
 	$(PY) -m specdec_lib.student --out _build/student
 	env $(OFFLINE) $(VENV)/bin/jupyter-book build _build/student --all -W --keep-going
+	$(PY) -m specdec_lib.student --check-site _build/student/_build/html
 	@echo "student site: _build/student/_build/html/index.html"
 
 bench: $(STAMP)

@@ -26,6 +26,7 @@ class EagleDrafter(nn.Module):
     alone, so the drafter never learns which token was actually sampled."""
 
     feature_layer = -1  # hidden_states[-1]: the last layer's output after the final norm
+    feature_layers = (feature_layer,)  # what the proposer asks the engine for
 
     def __init__(self, target, use_token: bool = True):
         super().__init__()
@@ -53,6 +54,11 @@ class EagleDrafter(nn.Module):
 
     def logits(self, h):
         return self._shared[1](h).float()
+
+    def fuse(self, hidden: dict):
+        """The drafter's input features from the target's hidden states {layer: [..., d]}: EAGLE reads
+        the last one as it is (chapter 09's EAGLE-3 fuses three layers here)."""
+        return hidden[self.feature_layer]
 
 
 def eagle_features(target, ids):
@@ -117,17 +123,19 @@ def drafting_steps(drafter, target, sequences, starts, depth: int):
     """Run the drafter as it drafts -- true target features up to each root, its own guessed features
     from depth 2 on -- along texts the target wrote greedily, and yield (seq, f, n, d, logits) for every
     root position n of each continuation and depth d = 1..depth: `logits` is the drafter's guess for
-    seq[n + d], given the correct path seq[n + 1 .. n + d - 1]; f are the target's features of seq.
+    seq[n + d], given the correct path seq[n + 1 .. n + d - 1]; f: the target's last hidden states
+    (after the final norm) over seq, what its LM head reads.
     sequences: prompt + the target's greedy continuation; starts: where each continuation begins."""
     for seq, start in zip(sequences, starts, strict=True):
         if start < 2:
             raise ValueError(f"each continuation needs a prompt of at least 2 tokens before it, got {start}")
-        f = eagle_features(target, seq[None])[0]
+        hidden = hf.hidden_states(target, seq[None], (-1, *drafter.feature_layers))
+        f, x = hidden[-1][0], drafter.fuse(hidden)[0]  # x: what the drafter reads (EAGLE: x = f)
         cache = KVCache()
         if start > 2:  # the prompt's positions before the first root
-            drafter(f[: start - 2], seq[1 : start - 1], torch.arange(start - 2), cache)
+            drafter(x[: start - 2], seq[1 : start - 1], torch.arange(start - 2), cache)
         for n in range(start - 1, len(seq) - depth):  # the pending root is seq[n]; seq[n + depth] exists
-            h = drafter(f[n - 1 : n], seq[n : n + 1], torch.tensor([n - 1]), cache)
+            h = drafter(x[n - 1 : n], seq[n : n + 1], torch.tensor([n - 1]), cache)
             for d in range(1, depth + 1):
                 yield seq, f, n, d, drafter.logits(h[-1])
                 h = drafter(h, seq[n + d : n + d + 1], torch.tensor([n + d - 1]), cache)
@@ -187,8 +195,6 @@ class EagleProposer(Proposer):
     each round it is cropped back to them, and the next round's catch-up pass feeds the accepted path
     with the target's true features (EAGLE's "stable" cache); guessed features never stay in it."""
 
-    feature_layers = (EagleDrafter.feature_layer,)
-
     def __init__(self, drafter: EagleDrafter, choices, mode: str = "without_replacement"):
         choices = sorted({tuple(int(r) for r in c) for c in choices}, key=lambda c: (len(c), c))
         if not choices:
@@ -205,6 +211,7 @@ class EagleProposer(Proposer):
         if mode not in SIBLING_MODES:
             raise ValueError(f"mode must be one of {SIBLING_MODES}, got {mode!r}")
         self.drafter, self.choices, self.mode = drafter, choices, mode
+        self.feature_layers = drafter.feature_layers
         self.width = {}  # rank path -> how many children it has in the tree
         for c in choices:
             self.width[c[:-1]] = max(self.width.get(c[:-1], 0), c[-1] + 1)
@@ -213,7 +220,7 @@ class EagleProposer(Proposer):
         self.check_vocab("EAGLE drafter", self.drafter.vocab, target)
         self.sampling, self.generator = sampling, generator
         self.cache = KVCache()  # positions 0 .. n - 1 with the target's features (plus the tree, briefly)
-        self.f = features[EagleDrafter.feature_layer]  # target features not yet fed to the drafter
+        self.f = self.drafter.fuse(features)  # target features not yet fed to the drafter
         self.forwards = 0
         self.confidence = None  # after propose: the drafter's probability of each node given its parent
 
@@ -280,4 +287,4 @@ class EagleProposer(Proposer):
 
     def update(self, tokens, verdict):
         self.cache.crop(len(tokens) - len(verdict.tokens) - 1)  # back to the target-feature positions
-        self.f = torch.cat([self.f, verdict.features[EagleDrafter.feature_layer]])
+        self.f = torch.cat([self.f, self.drafter.fuse(verdict.features)])

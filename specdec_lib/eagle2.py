@@ -3,6 +3,7 @@
 
 import torch
 
+from specdec_lib import hf
 from specdec_lib.eagle import EagleDrafter, EagleProposer, drafting_steps
 from specdec_lib.trees import Tree
 
@@ -13,7 +14,7 @@ def calibration_records(drafter, target, sequences, starts, depth=5, top=4, temp
     target's greedy text): {t: [N, 3]} of (confidence = softmax(logits / t) of the guess, the target's
     probability of it, 1 if it is the target's greedy token). When sampling at T = 1 a deterministic
     pick tried first is accepted with the target's probability; when greedy, only the greedy token is."""
-    rows, head = {t: [] for t in temperatures}, drafter._shared[1]
+    rows, head = {t: [] for t in temperatures}, hf.lm_head(target)
     for seq, f, n, d, logits in drafting_steps(drafter, target, sequences, starts, depth):
         p = torch.softmax(head(f[n + d - 1]).float(), -1)  # the target's distribution for seq[n + d]
         guesses = logits.topk(top).indices
@@ -94,6 +95,7 @@ class Eagle2Proposer(EagleProposer):
         if not (isinstance(greedy_temperature, (int, float)) and 0 < greedy_temperature < float("inf")):
             raise ValueError(f"greedy_temperature must be a positive number, got {greedy_temperature!r}")
         self.drafter, self.total_tokens, self.depth, self.top_k = drafter, total_tokens, depth, top_k
+        self.feature_layers = drafter.feature_layers
         self.greedy_temperature = float(greedy_temperature)
 
     def start(self, target, prompt_ids, sampling, generator, features):

@@ -126,8 +126,11 @@ def forward(
     tree_mask: bool, True where new token i may attend: [n, n] over the new tokens (the cached prefix
       is then fully visible), or [n, cached + n] over everything (when the cache itself holds branches,
       as a tree drafter's does). Default: causal. Passed to the model as a 4-D additive mask.
-    hidden_layers: which entries of `output_hidden_states` to return (0 = embeddings, i = output of
-      decoder layer i, -1 = the last layer's output after the final norm, as the LM head sees it).
+    hidden_layers: which entries of `output_hidden_states` to return. The course's one numbering of
+      hidden states (every `feature_layers`, `hidden_states` and tap uses it): 0 = the embeddings;
+      i = 1 .. L-1 = the residual stream entering decoder layer i (layers counted from 0), i.e. leaving
+      layer i-1, before any norm; -1 (= L) = the last layer's output after the final norm, as the LM
+      head sees it. EAGLE reads -1; EAGLE-3 fuses (1, 3, 5) of our 6-layer target.
     """
     if input_ids.dim() == 1:
         input_ids = input_ids[None]

@@ -5,6 +5,7 @@
     make_proposer("medusa:16", target)           # loads the zoo's trained heads for this target
     make_proposer("mtp-sequential:2", target, weights="random")   # untrained, for any target (tests)
     make_proposer("eagle2:24", target)           # EAGLE-2's dynamic tree of 24 nodes
+    make_proposer("eagle3", target)              # EAGLE-3's drafter in EAGLE-2's tree (16 nodes)
 
 A spec is `NAME[:ARG]`. Every method the course builds is one `register(...)` call below; the bench,
 the tests (the proposer contract test runs on every entry) and the zoo trainer read this table, so a
@@ -182,6 +183,23 @@ def _eagle2(arg, target, draft, weights):
     return Eagle2Proposer(drafter, total_tokens=total, greedy_temperature=greedy_t)
 
 
+def _eagle3(arg, target, draft, weights):
+    from specdec_lib.eagle2 import Eagle2Proposer
+    from specdec_lib.eagle3 import Eagle3Drafter, load_eagle3
+
+    total = _int_arg(arg, 16, "eagle3:TOTAL")
+    if (
+        weights == "random"
+    ):  # untrained, for any target; fewer than 4 layers: taps at the embeddings, middle, end
+        L = target.config.num_hidden_layers
+        taps = None if L >= 4 else (0, L // 2, -1)
+        drafter, greedy_t = Eagle3Drafter(target, feature_layers=taps).eval(), 1.0
+    else:
+        drafter, card = _zoo_module(target, "eagle3", load_eagle3)
+        greedy_t = card["calibration"]["greedy_temperature"]
+    return Eagle2Proposer(drafter, total_tokens=total, greedy_temperature=greedy_t)  # chapter 08's tree
+
+
 register(
     "chain",
     _chain,
@@ -235,4 +253,13 @@ register(
     summary="EAGLE-2: the same drafter grows a dynamic tree, keeping the TOTAL most confident nodes",
     example="eagle2:8",
     zoo_weights="eagle",
+)
+register(
+    "eagle3",
+    _eagle3,
+    chapter=9,
+    summary="EAGLE-3: a token-predicting drafter on three fused target layers, trained with training-time "
+    "test, grows EAGLE-2's dynamic tree of TOTAL nodes",
+    example="eagle3:8",
+    zoo_weights="eagle3",
 )

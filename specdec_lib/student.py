@@ -1,6 +1,7 @@
 """Student notebooks and a student website, without solutions (hand-written support code for teachers).
 
     python -m specdec_lib.student [--out _build/student]   # the notebooks and a copy of the book sources
+    python -m specdec_lib.student --check-site _build/student/_build/html   # does a built site leak?
     make student                                            # ... then builds the student website
 
 Every exercise cell holds its reference solution between nbgrader's markers, so `nbgrader
@@ -105,10 +106,70 @@ def student_notebook(nb: dict) -> dict:
     return nb
 
 
+def solution_witnesses(nb: dict) -> list[str]:
+    """For every solution region of a notebook, its first line (stripped, 8+ characters) that appears
+    nowhere else in the notebook: a page showing it shows the solution (generic lines such as
+    `score = []` could come from the chapter's own code)."""
+    regions, rest = [], []
+    for cell in nb["cells"]:
+        src = _source(cell)
+        if cell["cell_type"] == "code" and BEGIN in src:
+            regions += solution_regions(src)
+            rest.append(strip_solutions(src))
+        elif "solution" not in cell.get("metadata", {}).get("tags", []):
+            rest.append(src)
+    elsewhere = "\n".join(rest)
+    witnesses = []
+    for region in regions:
+        unique = [ln.strip() for ln in region if len(ln.strip()) >= 8 and ln.strip() not in elsewhere]
+        if unique:
+            witnesses.append(unique[0])
+    return witnesses
+
+
+def page_text(html: str) -> str:
+    """The text a browser shows of a built page: tags removed (syntax highlighting splits code into many
+    spans), entities decoded."""
+    import html as html_lib
+
+    text = re.sub(r"<script\b.*?</script>|<style\b.*?</style>", " ", html, flags=re.S)
+    return html_lib.unescape(re.sub(r"<[^>]+>", "", text))
+
+
+def site_leaks(html_dir: Path, nb_dir: Path = ROOT / "notebooks") -> list[str]:
+    """Solution lines of the chapters (the full notebooks) that a built site still shows, per page."""
+    leaks = []
+    for path in sorted(Path(nb_dir).glob("[0-9][0-9]_*.ipynb")):
+        page = Path(html_dir) / "notebooks" / f"{path.stem}.html"
+        if not page.exists():
+            leaks.append(f"{page}: missing (was the site built?)")
+            continue
+        text = page_text(page.read_text(encoding="utf-8"))
+        leaks += [
+            f"{page.name}: {line}"
+            for line in solution_witnesses(json.loads(path.read_text()))
+            if line in text
+        ]
+    return leaks
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=ROOT / "_build" / "student")
+    ap.add_argument(
+        "--check-site",
+        type=Path,
+        metavar="HTML_DIR",
+        help="exit 1 if the built site in HTML_DIR shows any solution",
+    )
     args = ap.parse_args(argv)
+    if args.check_site:
+        leaks = site_leaks(args.check_site)
+        for leak in leaks:
+            print(f"solution visible: {leak}", file=sys.stderr)
+        if not leaks:
+            print(f"no solution text in the pages of {args.check_site}")
+        return 1 if leaks else 0
     out = args.out
     if out.exists():
         shutil.rmtree(out)

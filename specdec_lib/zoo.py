@@ -180,12 +180,16 @@ def load_pair(name: str = "tiny-code", device=None):
 
 
 def save_weights(module, name: str, card: dict, preset: str = "tiny-code") -> Path:
-    """Store a proposer's trained weights (fp16 safetensors) and its card in the zoo."""
+    """Store a proposer's trained weights (fp16 safetensors; integer buffers such as EAGLE-3's vocabulary
+    map as they are) and its card in the zoo."""
     from safetensors.torch import save_file
 
     folder = ZOO_DIR / preset / name
     folder.mkdir(parents=True, exist_ok=True)
-    state = {k: v.detach().to("cpu", torch.float16).contiguous() for k, v in module.state_dict().items()}
+    state = {
+        k: v.detach().to("cpu", torch.float16 if v.is_floating_point() else v.dtype).contiguous()
+        for k, v in module.state_dict().items()
+    }
     save_file(state, folder / "model.safetensors")
     (folder / "card.json").write_text(json.dumps(card, indent=1) + "\n")
     return folder
@@ -199,10 +203,13 @@ def load_weights(name: str, preset: str = "tiny-code", device=None) -> tuple[dic
     if not (folder / "model.safetensors").exists():
         raise ZooUnavailableError(
             f"the zoo has no {name!r} weights for preset {preset!r} (looked in {folder}); "
-            f"train them with `python -m specdec_lib.zoo_train` (`--stage heads` or `--stage eagle` for just the proposers)"
+            f"train them with `python -m specdec_lib.zoo_train` (`--stage heads`, `--stage eagle` or `--stage eagle3` for just the proposers)"
         )
     device = torch.device(device) if device is not None else default_device()
-    state = {k: v.to(device, torch.float32) for k, v in load_file(folder / "model.safetensors").items()}
+    state = {
+        k: v.to(device, torch.float32 if v.is_floating_point() else v.dtype)
+        for k, v in load_file(folder / "model.safetensors").items()
+    }
     return state, json.loads((folder / "card.json").read_text())
 
 

@@ -466,6 +466,173 @@ def calibrate_eagle(name: str, texts=None):
     log(f"eagle calibration: {card['calibration']}")
 
 
+# ------------------------------------------------------------------------- EAGLE-3 (chapter 09)
+EAGLE3_RUNS = {  # name: (drafter kwargs, training-time-test steps, budget in units of the token budget)
+    "eagle3": ({}, 6, 9),
+    "eagle3-last-layer": ({"feature_layers": (-1,)}, 6, 3),
+    "eagle3-teacher-forced": ({}, 1, 3),
+}
+
+
+def eagle_snapshot_eval(drafter, target, texts, prompts) -> dict:
+    """What the EAGLE-3 card reports for one drafter: acc[d][r] along the target's greedy text (depth 8),
+    the fitted greedy temperature, and the tau and acceptance by depth of greedy decoding with EAGLE-2's
+    dynamic tree (16 nodes, depth 8, top-4) on the validation prompts, 64 new tokens each."""
+    from specdec_lib import speculative as spec
+    from specdec_lib.eagle import rank_acceptance
+    from specdec_lib.eagle2 import Eagle2Proposer, calibration_records, fit_greedy_temperature
+
+    drafter.eval()
+    seqs, starts = texts
+    acc = rank_acceptance(drafter, target, seqs, starts, depth=8, top=8)
+    t = fit_greedy_temperature(
+        calibration_records(drafter, target, seqs, starts, temperatures=TEMPERATURE_GRID)
+    )
+    runs = [
+        spec.generate(target, p, 64, Eagle2Proposer(drafter, 16, greedy_temperature=t)).stats for p in prompts
+    ]
+    pooled = spec.Stats.pool(runs)
+    drafter.train()
+    return {
+        "acc": [[round(float(x), 4) for x in row] for row in acc],
+        "greedy_temperature": t,
+        "tau_greedy_eagle2_tree": round(pooled.tau, 4),
+        "acceptance_by_depth": [round(float(a), 4) for a in pooled.acceptance_by_position()],
+    }
+
+
+def train_eagle3_stage(
+    name: str, seed: int, batch: int = 8, length: int = 256, units: int = 9, max_batches: int | None = None
+):
+    """EAGLE-3 (chapter 09) and the experiments its chapter plots, in ONE pass over the training split.
+
+    The pass is cut into `units` equal token budgets. Trained side by side on the same batches, one
+    frozen-target forward each: EAGLE-1 and EAGLE-3 for all 9 units (the scaling experiment), and two
+    EAGLE-3 ablations for 3 (last-layer features only; teacher forcing, i.e. one step instead of the
+    training-time test). Learning rate: warm-up then constant, decayed linearly to 10% over the last 10%
+    of each budget (a warmup-stable-decay schedule): the 1- and 3-unit snapshots are decay branches split
+    off the constant-rate run at 0.9 and 2.7 units, so each budget is a fully trained drafter and one
+    run gives every point. Only the 9-unit EAGLE-3 ships; the card stores every number."""
+    import copy
+
+    from specdec_lib import hf
+    from specdec_lib.eagle import EagleDrafter, eagle_loss
+    from specdec_lib.eagle3 import DRAFT_VOCAB, Eagle3Drafter, draft_vocabulary, eagle3_loss, token_counts
+
+    target, _, tok = zoo.load_pair(name, device="cpu")
+    target.requires_grad_(False)
+    torch.manual_seed(seed)
+    counts = token_counts(tok, "train")
+    d2t, _ = draft_vocabulary(counts, DRAFT_VOCAB)
+    batches = zoo.token_batches(tok, "train", batch, length, max_batches, seed=seed)  # the whole split, once
+    unit = len(batches) // units
+    total = unit * units
+    texts = validation_greedy_texts(target, tok)
+    prompts = [s[:st] for s, st in zip(*texts)]
+    lrs = {"eagle": 1e-3, "eagle3": 2e-3}
+    warm = 20
+
+    class Run:  # one model, its optimiser and its schedule
+        def __init__(self, key, model, steps, budget, opt=None):
+            self.key, self.model, self.steps, self.end = key, model, steps, budget * unit
+            self.lr = lrs["eagle" if key.startswith("eagle:") or key == "eagle" else "eagle3"]
+            self.opt = opt or torch.optim.AdamW(
+                model.parameters(), lr=self.lr, betas=(0.9, 0.95), weight_decay=0.0
+            )
+
+        def scale(self, step):
+            decay_from = 0.9 * self.end
+            tail = 1.0 if step < decay_from else 1.0 - 0.9 * (step - decay_from) / (self.end - decay_from)
+            return min(1.0, (step + 1) / warm) * tail
+
+        def branch(self, budget):  # a copy (weights and optimiser state) that decays toward `budget`
+            model = copy.deepcopy(self.model)
+            opt = torch.optim.AdamW(model.parameters(), lr=self.lr, betas=(0.9, 0.95), weight_decay=0.0)
+            opt.load_state_dict(copy.deepcopy(self.opt.state_dict()))
+            return Run(f"{self.key.split(':')[0]}:{budget}", model, self.steps, budget, opt)
+
+    runs = [Run("eagle", EagleDrafter(target), 0, units)]
+    for key, (kw, steps, budget) in EAGLE3_RUNS.items():
+        runs.append(Run(key, Eagle3Drafter(target, d2t, **kw), steps, budget))
+    layers = tuple(sorted({-1, *Eagle3Drafter(target, d2t).feature_layers}))
+    results, t0, last = {}, time.time(), {}
+    branch_at = {round(0.9 * b * unit): b for b in (1, 3) if b < units}
+    log(
+        f"eagle3: {total} batches of {batch}x{length} tokens, a unit = {unit} batches; draft vocab {len(d2t)}"
+    )
+    for step, ids in enumerate(batches[:total]):
+        if step in branch_at:
+            runs += [r.branch(branch_at[step]) for r in runs if r.key in ("eagle", "eagle3")]
+        with torch.no_grad():
+            hidden = hf.hidden_states(target, ids, layers)
+            target_logits = hf.lm_head(target)(hidden[-1])
+        for r in runs:
+            if isinstance(r.model, EagleDrafter):
+                loss, per = eagle_loss(r.model, hidden[-1], ids)
+            else:
+                loss, per = eagle3_loss(r.model, hidden, target_logits, ids, r.steps)
+            for g in r.opt.param_groups:
+                g["lr"] = r.lr * r.scale(step)
+            r.opt.zero_grad()
+            loss.backward()
+            r.opt.step()
+            last[r.key] = [round(x, 3) for x in per.tolist()]
+        if step % 50 == 0:
+            log(f"eagle3 step {step}/{total} ({(time.time() - t0) / 60:.1f} min): {last}")
+        for r in [r for r in runs if step + 1 == r.end]:
+            runs.remove(r)
+            last.pop(r.key, None)
+            key = r.key if ":" in r.key else f"{r.key}:{r.end // unit}"
+            results[key] = {
+                "tokens": r.end * batch * length,
+                **eagle_snapshot_eval(r.model, target, texts, prompts),
+            }
+            log(
+                f"{key}: {results[key]['tau_greedy_eagle2_tree']} tau, acc[:, 0] {[a[0] for a in results[key]['acc']]}"
+            )
+            if r.key == "eagle3":
+                final = r.model
+    wall = (time.time() - t0) / 60
+    res = results[f"eagle3:{units}"]
+    card = {
+        "role": "eagle3",
+        "for_target": f"{name}/target",
+        "parameters": sum(p.numel() for p in final.parameters()),
+        "config": {"feature_layers": list(final.feature_layers), "draft_vocab": len(d2t), "ttt_steps": 6},
+        "loss": "sum_s 0.8^s x soft CE against the target's distribution over the draft vocabulary, "
+        "positions whose target argmax is outside it masked; training-time test, 6 steps",
+        "schedule": f"AdamW(0.9, 0.95), lr {lrs['eagle3']}, {warm}-step warm-up, constant, linear decay "
+        "to 10% over the last 10% of each budget",
+        "steps": total,
+        "tokens_seen": total * batch * length,
+        "wall_minutes": round(wall, 1),
+        "seed": seed,
+        "draft_vocabulary": {
+            "rule": "the most frequent tokens of the training split",
+            "train_token_coverage": round(
+                float(counts.sort(descending=True).values[: len(d2t)].sum() / counts.sum()), 4
+            ),
+        },
+        "rank_acceptance": {
+            "how": "as the eagle card's, at depth 8, for the shipped (9-unit) drafter",
+            "acc": res["acc"],
+        },
+        "calibration": {"greedy_temperature": res["greedy_temperature"]},
+        "experiments": {
+            "how": "one pass over the training split cut into 9 token budgets; each point is a drafter "
+            "trained to that budget (warmup-stable-decay branches); tau: greedy decoding with EAGLE-2's "
+            "tree (16 nodes, depth 8, top-4, fitted temperature) after each of 30 validation prompts, "
+            "64 new tokens; acc as in rank_acceptance. EAGLE-1: lr 1e-3, regression + 0.1 CE, noise 0.1",
+            "unit_tokens": unit * batch * length,
+            "results": results,
+        },
+        "last_train": last,
+        "torch": torch.__version__,
+    }
+    zoo.save_weights(final, "eagle3", card, preset=name)
+    log(f"eagle3 saved under {zoo.ZOO_DIR / name} ({wall:.1f} min); tau {res['tau_greedy_eagle2_tree']}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--name", default="tiny-code")
@@ -480,10 +647,12 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: leave torch's default)")
     ap.add_argument(
         "--stage",
-        choices=["all", "heads", "eagle"],
+        choices=["all", "heads", "eagle", "eagle3"],
         default="all",
-        help="heads: only the ch05-06 heads; eagle: only the ch07-08 drafters",
+        help="heads: only the ch05-06 heads; eagle: only the ch07-08 drafters; eagle3: chapter 09's "
+        "drafter and its experiments (one pass over the training split, ~50 min on 2 cores)",
     )
+    ap.add_argument("--max-batches", type=int, default=None, help="eagle3: cut the pass short (smoke tests)")
     ap.add_argument("--heads-minutes", type=float, default=24, help="Medusa + both MTP variants, together")
     ap.add_argument("--eagle-minutes", type=float, default=15, help="EAGLE + its two ablations, together")
     args = ap.parse_args(argv)
@@ -493,6 +662,8 @@ def main(argv=None):
         return train_heads(args.name, args.heads_minutes, args.seed)
     if args.stage == "eagle":
         return train_eagle_stage(args.name, args.eagle_minutes, args.seed)
+    if args.stage == "eagle3":
+        return train_eagle3_stage(args.name, args.seed, max_batches=args.max_batches)
     t_all = time.time()
     out = zoo.ZOO_DIR / args.name
     common = {
@@ -636,6 +807,7 @@ def main(argv=None):
     log(f"kept the {best} draft; greedy agreement on 50 test prompts = {test_alpha:.3f}")
     train_heads(args.name, args.heads_minutes, args.seed)
     train_eagle_stage(args.name, args.eagle_minutes, args.seed)
+    train_eagle3_stage(args.name, args.seed)
     log(f"zoo done in {(time.time() - t_all) / 60:.1f} min")
 
 

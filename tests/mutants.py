@@ -29,6 +29,7 @@ BEHAVIOURAL = [
     "tests/test_trees.py",
     "tests/test_medusa_mtp.py",
     "tests/test_eagle.py",
+    "tests/test_eagle3.py",
 ]
 
 # name -> (file, [(text, replacement), ...]); each text must occur exactly once in the file.
@@ -126,6 +127,33 @@ MUTANTS = {
             (
                 "            frontier = [first + int(j) for j in cumulative.flatten().topk(k).indices]",
                 "            frontier = [first + int(j) for j in child.values.flatten().topk(k).indices]",
+            )
+        ],
+    ),
+    "E4 EAGLE-3's training-time test forgets to move RoPE by one position per step": (
+        "specdec_lib/eagle3.py",
+        [
+            (
+                "        q, k, v = drafter.qkv(h, ids[..., 1 + s : 1 + s + m], torch.arange(s, s + m, device=ids.device))",
+                "        q, k, v = drafter.qkv(h, ids[..., 1 + s : 1 + s + m], torch.arange(m, device=ids.device))",
+            )
+        ],
+    ),
+    "E5 EAGLE-3's chain scores use the neighbouring position's keys (off by one)": (
+        "specdec_lib/eagle3.py",
+        [
+            (
+                "        chain = [(q * keys[t][..., :m, :]).sum(-1, keepdim=True) * scale for t in range(1, s + 1)]",
+                "        chain = [(q * keys[t].roll(1, -2)[..., :m, :]).sum(-1, keepdim=True) * scale for t in range(1, s + 1)]",
+            )
+        ],
+    ),
+    "E6 EAGLE-3 puts draft id i on target id i (the offset map ignored)": (
+        "specdec_lib/eagle3.py",
+        [
+            (
+                "        full[..., self.used] = small",
+                "        full[..., : small.shape[-1]] = small",
             )
         ],
     ),

@@ -125,6 +125,7 @@ FRESH_DRAFT = {
     "mtp-sequential": _fresh_mtp,
     "eagle": _fresh_eagle,
     "eagle2": _fresh_eagle,
+    "eagle3": _fresh_eagle,
     "ngram": _fresh_ngram,
 }
 
@@ -267,6 +268,37 @@ def test_sampling_is_exactly_the_targets_distribution(spec, config, tiny, monkey
     assert law_gap(law, target_law(target, sampling)) < EXACT, f"{spec} under {config} is lossy"
 
 
+@pytest.mark.parametrize("config", SAMPLINGS)
+def test_a_reduced_draft_vocabulary_stays_exact(config, tiny, monkeypatch):
+    """EAGLE-3's drafter can propose only 3 of the 8 ids (its reduced vocabulary): the other 5 are never
+    drafted, and the law is still exactly the target's, since the target's own draws supply them."""
+    from specdec_lib.eagle2 import Eagle2Proposer
+    from specdec_lib.eagle3 import Eagle3Drafter, draft_vocabulary
+
+    target, _ = tiny
+    sampling, max_new = SAMPLINGS[config]
+    d2t, t2d = draft_vocabulary(torch.tensor([0, 5, 0, 0, 5, 0, 5, 0]), 3)  # ids 1, 4 and 6
+    drafter = Eagle3Drafter(target, d2t, feature_layers=(0, 1, -1)).eval()
+    base = Eagle2Proposer(drafter, total_tokens=4, depth=2, top_k=2)
+    drafted = set()
+
+    def make():
+        prop = copy.copy(base)
+        propose = prop.propose
+
+        def spy(tokens, max_depth):
+            tree = propose(tokens, max_depth)
+            drafted.update(tree.tokens.tolist() if tree is not None else [])
+            return tree
+
+        prop.propose = spy
+        return prop
+
+    law = first_two_tokens_law(target, make, sampling, max_new, monkeypatch)
+    assert drafted and drafted <= {1, 4, 6}
+    assert law_gap(law, target_law(target, sampling)) < EXACT
+
+
 # ------------------------------------------------------------------------------ the contract's teeth
 class LyingProposer(Proposer):
     """Right tokens, wrong q: draws exactly as the wrapped proposer does, then reports q sharpened
@@ -303,12 +335,12 @@ class LyingTopK(LyingProposer):
         return DraftTree(tree.tokens, tree.parents, q)
 
 
-@pytest.mark.parametrize("spec", ["chain:3", "mtp-sequential", "eagle:8", "eagle2:8"])
+@pytest.mark.parametrize("spec", ["chain:3", "mtp-sequential", "eagle:8", "eagle2:8", "eagle3:8"])
 def test_a_lying_proposer_is_caught(spec, tiny, monkeypatch):
     target, draft = tiny
     sampling, max_new = SAMPLINGS["T=0.7 top-k 3 top-p 0.9"]
     base = sd.make_proposer(spec, target, draft, weights="random")
-    liar = LyingTopK if spec.startswith("eagle2") else LyingProposer
+    liar = LyingTopK if spec.startswith(("eagle2", "eagle3")) else LyingProposer
 
     def make():
         lying = liar(copy.copy(base))
@@ -366,14 +398,21 @@ def test_broken_proposers_are_caught(broken, zoo):
 # ----------------------------------------------------------------------------------- the registry
 def test_registry_specs_and_errors(tiny):
     target, draft = tiny
-    assert {"chain", "tree", "medusa", "mtp-independent", "mtp-sequential", "eagle", "eagle2"} <= set(
-        methods.METHODS
-    )
+    assert {
+        "chain",
+        "tree",
+        "medusa",
+        "mtp-independent",
+        "mtp-sequential",
+        "eagle",
+        "eagle2",
+        "eagle3",
+    } <= set(methods.METHODS)
     assert sd.make_proposer("chain:5", target, draft).k == 5
     assert sd.make_proposer("tree:3-1", target, draft).branching == (3, 1)
     assert len(sd.make_proposer("eagle:5", target, weights="random").choices) == 5
     assert sd.make_proposer("eagle2:24", target, weights="random").total_tokens == 24
-    for bad in ("nope", "chain:0", "chain:x", "tree:2--1", 3, "eagle:0", "eagle2:-3", "eagle2:x"):
+    for bad in ("nope", "chain:0", "chain:x", "tree:2--1", 3, "eagle:0", "eagle2:-3", "eagle2:x", "eagle3:0"):
         with pytest.raises(ValueError):
             sd.make_proposer(bad, target, draft)
     with pytest.raises(ValueError, match="needs a draft model"):

@@ -146,6 +146,23 @@ def test_first_code_cell_is_bootstrap(nb):
     assert "remove-input" in tags, f"{nb.name}: the bootstrap cell must be tagged remove-input"
 
 
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_title_cell_has_its_colab_badge(nb):
+    assert export.header_problems(nb) == []
+
+
+def test_repository_address_lives_in_the_book_config():
+    """The bootstrap's clone URL and every Colab badge come from _config.yml's `repository:`."""
+    yaml = pytest.importorskip("yaml")
+    repo = yaml.safe_load(export.CONFIG.read_text())["repository"]
+    assert (export.REPO_URL, export.BRANCH) == (repo["url"], repo["branch"])
+    assert f'"{repo["url"]}"' in export.BOOTSTRAP_CELL
+    owner_name = repo["url"].removeprefix("https://github.com/")
+    assert f"/github/{owner_name}/blob/{repo['branch']}/notebooks/09_x.ipynb" in export.colab_badge(
+        "09_x.ipynb"
+    )
+
+
 def test_export_to_a_second_module(tmp_path):
     """`#| export NAME` routes a cell into NAME.py (a chapter's toolkit); each module has one notebook."""
     cells = [

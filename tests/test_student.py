@@ -63,3 +63,27 @@ def test_stubs():
     for bad in (f"{BEGIN}\nx = 1", f"x = 1\n{END}", f"{BEGIN}\n{BEGIN}\n{END}\n{END}"):
         with pytest.raises(ValueError):
             strip_solutions(bad)
+
+
+def test_the_site_check_finds_a_solution_through_syntax_highlighting(tmp_path):
+    """`make student` greps the built pages for a line unique to each solution; highlighting splits code
+    into spans and escapes quotes, so the check reads the text a browser shows."""
+    import html
+
+    from specdec_lib.student import page_text, site_leaks, solution_witnesses
+
+    nb_dir, site = tmp_path / "notebooks", tmp_path / "html"
+    nb_dir.mkdir()
+    (site / "notebooks").mkdir(parents=True)
+    path = NOTEBOOKS[-1]
+    (nb_dir / path.name).write_text(path.read_text())
+    full = json.loads(path.read_text())
+    witness = solution_witnesses(full)[0]
+    spans = "".join(f'<span class="n">{html.escape(w)}</span> ' for w in witness.split(" "))
+    page = site / "notebooks" / f"{path.stem}.html"
+    page.write_text(f"<html><body><pre>{spans.rstrip()}</pre><script>{witness}</script></body></html>")
+    assert witness in page_text(page.read_text())
+    assert site_leaks(site, nb_dir) == [f"{page.name}: {witness}"]
+    student_text = "\n".join(_src(c) for c in student_notebook(full)["cells"])
+    page.write_text(f"<html><body><pre>{html.escape(student_text)}</pre></body></html>")
+    assert site_leaks(site, nb_dir) == []
