@@ -188,10 +188,10 @@ def _eagle3(arg, target, draft, weights):
     from specdec_lib.eagle3 import Eagle3Drafter, load_eagle3
 
     total = _int_arg(arg, 16, "eagle3:TOTAL")
-    if (
-        weights == "random"
-    ):  # untrained, for any target; fewer than 4 layers: taps at the embeddings, middle, end
-        L = target.config.num_hidden_layers
+    if weights == "random":  # untrained, for any target; under 4 layers: taps at embeddings, middle, end
+        from specdec_lib import hf
+
+        L = hf.num_layers(target)
         taps = None if L >= 4 else (0, L // 2, -1)
         drafter, greedy_t = Eagle3Drafter(target, feature_layers=taps).eval(), 1.0
     else:

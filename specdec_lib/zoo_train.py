@@ -515,9 +515,15 @@ def train_eagle3_stage(
     run gives every point. Only the 9-unit EAGLE-3 ships; the card stores every number."""
     import copy
 
-    from specdec_lib import hf
     from specdec_lib.eagle import EagleDrafter, eagle_loss
-    from specdec_lib.eagle3 import DRAFT_VOCAB, Eagle3Drafter, draft_vocabulary, eagle3_loss, token_counts
+    from specdec_lib.eagle3 import (
+        DRAFT_VOCAB,
+        Eagle3Drafter,
+        draft_vocabulary,
+        eagle3_inputs,
+        eagle3_loss,
+        token_counts,
+    )
 
     target, _, tok = zoo.load_pair(name, device="cpu")
     target.requires_grad_(False)
@@ -533,9 +539,8 @@ def train_eagle3_stage(
     warm = 20
 
     class Run:  # one model, its optimiser and its schedule
-        def __init__(self, key, model, steps, budget, opt=None):
-            self.key, self.model, self.steps, self.end = key, model, steps, budget * unit
-            self.lr = lrs["eagle" if key.startswith("eagle:") or key == "eagle" else "eagle3"]
+        def __init__(self, key, model, steps, budget, lr, opt=None):
+            self.key, self.model, self.steps, self.end, self.lr = key, model, steps, budget * unit, lr
             self.opt = opt or torch.optim.AdamW(
                 model.parameters(), lr=self.lr, betas=(0.9, 0.95), weight_decay=0.0
             )
@@ -549,12 +554,12 @@ def train_eagle3_stage(
             model = copy.deepcopy(self.model)
             opt = torch.optim.AdamW(model.parameters(), lr=self.lr, betas=(0.9, 0.95), weight_decay=0.0)
             opt.load_state_dict(copy.deepcopy(self.opt.state_dict()))
-            return Run(f"{self.key.split(':')[0]}:{budget}", model, self.steps, budget, opt)
+            return Run(f"{self.key}:{budget}", model, self.steps, budget, self.lr, opt)
 
-    runs = [Run("eagle", EagleDrafter(target), 0, units)]
+    runs = [Run("eagle", EagleDrafter(target), 0, units, lrs["eagle"])]
     for key, (kw, steps, budget) in EAGLE3_RUNS.items():
-        runs.append(Run(key, Eagle3Drafter(target, d2t, **kw), steps, budget))
-    layers = tuple(sorted({-1, *Eagle3Drafter(target, d2t).feature_layers}))
+        runs.append(Run(key, Eagle3Drafter(target, d2t, **kw), steps, budget, lrs["eagle3"]))
+    fused = runs[1].model  # its taps and -1 cover every run's inputs
     results, t0, last = {}, time.time(), {}
     branch_at = {round(0.9 * b * unit): b for b in (1, 3) if b < units}
     log(
@@ -563,9 +568,7 @@ def train_eagle3_stage(
     for step, ids in enumerate(batches[:total]):
         if step in branch_at:
             runs += [r.branch(branch_at[step]) for r in runs if r.key in ("eagle", "eagle3")]
-        with torch.no_grad():
-            hidden = hf.hidden_states(target, ids, layers)
-            target_logits = hf.lm_head(target)(hidden[-1])
+        hidden, target_logits = eagle3_inputs(target, fused, ids)  # one frozen-target pass for all
         for r in runs:
             if isinstance(r.model, EagleDrafter):
                 loss, per = eagle_loss(r.model, hidden[-1], ids)
@@ -598,7 +601,11 @@ def train_eagle3_stage(
         "role": "eagle3",
         "for_target": f"{name}/target",
         "parameters": sum(p.numel() for p in final.parameters()),
-        "config": {"feature_layers": list(final.feature_layers), "draft_vocab": len(d2t), "ttt_steps": 6},
+        "config": {
+            "feature_layers": list(final.feature_layers),
+            "draft_vocab": len(d2t),
+            "ttt_steps": EAGLE3_RUNS["eagle3"][1],
+        },
         "loss": "sum_s 0.8^s x soft CE against the target's distribution over the draft vocabulary, "
         "positions whose target argmax is outside it masked; training-time test, 6 steps",
         "schedule": f"AdamW(0.9, 0.95), lr {lrs['eagle3']}, {warm}-step warm-up, constant, linear decay "

@@ -224,3 +224,16 @@ def fresh_eagle_logits(drafter, target, tokens, path):
         feats, ahead = torch.cat([feats, guess[None]]), torch.cat([ahead, ahead.new_tensor([int(t)])])
         guess = drafter(feats, ahead, torch.arange(len(ahead)))[-1]
     return drafter.logits(guess)
+
+
+def record_drafts(prop, drafted: list):
+    """Wrap `prop.propose` so that the token ids of every drafted tree are appended to `drafted`."""
+    propose = prop.propose
+
+    def recorded(tokens, max_depth):
+        tree = propose(tokens, max_depth)
+        drafted.extend(tree.tokens.tolist() if tree is not None else [])
+        return tree
+
+    prop.propose = recorded
+    return prop

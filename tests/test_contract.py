@@ -18,7 +18,14 @@ import copy
 
 import pytest
 import torch
-from conftest import ExactLaw, continuation_logits, fresh_eagle_logits, split_tables, tiny_model
+from conftest import (
+    ExactLaw,
+    continuation_logits,
+    fresh_eagle_logits,
+    record_drafts,
+    split_tables,
+    tiny_model,
+)
 
 import specdec_lib as sd
 from specdec_lib import hf, methods, rejection
@@ -280,22 +287,11 @@ def test_a_reduced_draft_vocabulary_stays_exact(config, tiny, monkeypatch):
     d2t, t2d = draft_vocabulary(torch.tensor([0, 5, 0, 0, 5, 0, 5, 0]), 3)  # ids 1, 4 and 6
     drafter = Eagle3Drafter(target, d2t, feature_layers=(0, 1, -1)).eval()
     base = Eagle2Proposer(drafter, total_tokens=4, depth=2, top_k=2)
-    drafted = set()
-
-    def make():
-        prop = copy.copy(base)
-        propose = prop.propose
-
-        def spy(tokens, max_depth):
-            tree = propose(tokens, max_depth)
-            drafted.update(tree.tokens.tolist() if tree is not None else [])
-            return tree
-
-        prop.propose = spy
-        return prop
-
-    law = first_two_tokens_law(target, make, sampling, max_new, monkeypatch)
-    assert drafted and drafted <= {1, 4, 6}
+    drafted = []
+    law = first_two_tokens_law(
+        target, lambda: record_drafts(copy.copy(base), drafted), sampling, max_new, monkeypatch
+    )
+    assert drafted and set(drafted) <= {1, 4, 6}
     assert law_gap(law, target_law(target, sampling)) < EXACT
 
 

@@ -6,7 +6,7 @@ import types
 
 import pytest
 import torch
-from conftest import tiny_model
+from conftest import record_drafts, tiny_model
 
 import specdec_lib as sd
 from specdec_lib import hf
@@ -123,16 +123,8 @@ def test_out_of_vocabulary_tokens_are_never_drafted_and_greedy_stays_exact():
     target = tiny_model(vocab=16, layers=4, seed=3, scale=4.0)
     d2t, t2d = draft_vocabulary(torch.arange(16) % 4, 6)
     dr = randomised(Eagle3Drafter(target, d2t), seed=1)
-    prop = Eagle2Proposer(dr, total_tokens=10, depth=4, top_k=3)
     drafted = []
-    propose = prop.propose
-
-    def spy(tokens, max_depth):
-        tree = propose(tokens, max_depth)
-        drafted.extend(tree.tokens.tolist() if tree is not None else [])
-        return tree
-
-    prop.propose = spy
+    prop = record_drafts(Eagle2Proposer(dr, total_tokens=10, depth=4, top_k=3), drafted)
     prompt = torch.tensor([1, 5, 2, 7])
     out = sd.generate(target, prompt, 30, prop)
     assert out.tokens == generate_ar(target, prompt, 30)
