@@ -10,6 +10,10 @@ Generated from notebooks (edit the notebook, then `make export`):
     training        chapter 05  the one training loop for proposers on a frozen target
     mtp             chapter 06  multi-token prediction: independent heads, sequential modules
     layers          chapter 06  the drafter toolkit: RMSNorm, rotary, a decoder block with its own KV cache
+    eagle           chapter 07  the EAGLE drafter (features + token), its static tree, rank acceptance
+    eagle2          chapter 08  the dynamic tree, confidence calibration
+    eagle3          chapter 09  fused taps, a reduced draft vocabulary, training-time test
+    dflash          chapter 10  the block drafter with injected target context, its training mask and loss
 Hand-written support: methods (the method registry, `make_proposer`), zoo (offline models), hf (the
 transformers adapter), checks (exercise checkers), bench (benchmarks), _export (the notebook exporter).
 

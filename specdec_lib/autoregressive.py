@@ -55,10 +55,12 @@ def process_logits(logits: torch.Tensor, sampling: SamplingParams = SamplingPara
         kth = logits.topk(sampling.top_k, dim=-1).values[..., -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
     if sampling.top_p is not None and sampling.top_p < 1:
-        sorted_logits, order = logits.sort(dim=-1, descending=True)
-        cum = sorted_logits.softmax(-1).cumsum(-1)
-        # drop a token when the tokens ranked above it already reach top_p (the top token always stays)
-        drop_sorted = (cum - sorted_logits.softmax(-1)) >= sampling.top_p
+        sorted_logits, order = logits.sort(dim=-1)  # ascending, as transformers sorts
+        below = sorted_logits.softmax(-1).cumsum(-1)  # each token plus every token ranked below it
+        # drop a token when it and those below hold at most 1 - top_p, i.e. the tokens ranked above it
+        # already reach top_p. Same arithmetic as transformers, so even the boundary token agrees.
+        drop_sorted = below <= 1 - sampling.top_p
+        drop_sorted[..., -1] = False  # the top token always stays
         drop = drop_sorted.scatter(-1, order, drop_sorted)
         logits = logits.masked_fill(drop, float("-inf"))
     return logits.softmax(-1)

@@ -66,9 +66,11 @@ def lossless(args) -> bool:
         for d in range(depth):
             seen = [a[d] for a in by_pos if len(a) > d and a[d] == a[d]]
             alpha.append(statistics.mean(seen) if seen else float("nan"))
+        rounds = sum(o.stats.target_forwards for o in outs)
+        draft_ms = 1000 * sum(o.stats.time_draft for o in outs) / max(1, rounds)
         return (
             f"tau {statistics.mean(taus):.2f}; acceptance by depth {' '.join(f'{a:.2f}' for a in alpha)}; "
-            f"{n_tok / spent:.1f} tokens/s = {reference / spent:.2f}x plain"
+            f"drafting {draft_ms:.2f} ms/round; {n_tok / spent:.1f} tokens/s = {reference / spent:.2f}x plain"
         )
 
     for spec in args.methods:

@@ -19,11 +19,15 @@ class RMSNorm(nn.Module):
 
 def rotate(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
     """Rotary position embedding of x [..., n, head_dim] at integer `positions` [n] (Llama's layout:
-    the first and second halves of each head are the two coordinates of each rotating pair)."""
+    the first and second halves of each head are the two coordinates of each rotating pair).
+    Positions [batch, n] give each sequence of x [batch, heads, n, head_dim] its own (chapter 10)."""
     half = x.shape[-1] // 2
     inv_freq = 1.0 / theta ** (torch.arange(half, device=x.device, dtype=torch.float32) / half)
-    angle = positions.to(x.device, torch.float32)[:, None] * inv_freq[None]  # [n, half]
-    cos, sin = angle.cos().repeat(1, 2).to(x.dtype), angle.sin().repeat(1, 2).to(x.dtype)
+    angle = positions.to(x.device, torch.float32)[..., None] * inv_freq  # [..., n, half]
+    angle = torch.cat([angle, angle], -1)
+    if positions.dim() > 1:  # one row of positions per sequence: broadcast over the heads
+        angle = angle.unsqueeze(-3)
+    cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
     rotated = torch.cat([-x[..., half:], x[..., :half]], -1)
     return x * cos + rotated * sin
 
@@ -125,10 +129,11 @@ class Block(nn.Module):
         k = rotate(a.k_norm(self._split(a.k_proj(h), a.kv_heads)), positions, self.rope_theta)
         return k, self._split(a.v_proj(h), a.kv_heads)
 
-    def forward(self, x, positions, cache: KVCache | None = None, mask=None):
+    def attend(self, h, positions, cache: KVCache | None = None, mask=None):
+        """The attention sublayer alone, on already-normalised states h [..., n, d]: its output, before
+        the residual (chapter 11 wraps it in a convolution)."""
         a = self.self_attn
-        n = x.shape[-2]
-        h = self.input_layernorm(x)
+        n = h.shape[-2]
         q = rotate(a.q_norm(self._split(a.q_proj(h), a.heads)), positions, self.rope_theta)
         k, v = self.kv(h, positions)
         past = 0
@@ -143,9 +148,12 @@ class Block(nn.Module):
         else:
             if mask is None:  # causal over cache + new: new token i sees keys 0 .. past + i
                 mask = (
-                    torch.arange(past + n, device=x.device)[None]
-                    <= past + torch.arange(n, device=x.device)[:, None]
+                    torch.arange(past + n, device=h.device)[None]
+                    <= past + torch.arange(n, device=h.device)[:, None]
                 )
-            out = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask.to(x.device))
-        x = x + a.o_proj(out.transpose(-3, -2).flatten(-2))
+            out = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask.to(h.device))
+        return a.o_proj(out.transpose(-3, -2).flatten(-2))
+
+    def forward(self, x, positions, cache: KVCache | None = None, mask=None):
+        x = x + self.attend(self.input_layernorm(x), positions, cache, mask)
         return x + self.mlp(self.post_attention_layernorm(x))

@@ -200,6 +200,20 @@ def _eagle3(arg, target, draft, weights):
     return Eagle2Proposer(drafter, total_tokens=total, greedy_temperature=greedy_t)  # chapter 08's tree
 
 
+def _dflash(arg, target, draft, weights):
+    from specdec_lib.dflash import DFlashDrafter, DFlashProposer, load_dflash
+
+    block = _int_arg(arg, 16, "dflash:BLOCK")
+    if weights == "random":  # untrained, for any target; under 4 layers: taps at embeddings, middle, end
+        from specdec_lib import hf
+
+        L = hf.num_layers(target)
+        drafter = DFlashDrafter(target, feature_layers=None if L >= 4 else (0, L // 2, -1)).eval()
+    else:
+        drafter, _ = _zoo_module(target, "dflash", load_dflash)
+    return DFlashProposer(drafter, block_size=block)
+
+
 register(
     "chain",
     _chain,
@@ -262,4 +276,13 @@ register(
     "test, grows EAGLE-2's dynamic tree of TOTAL nodes",
     example="eagle3:8",
     zoo_weights="eagle3",
+)
+register(
+    "dflash",
+    _dflash,
+    chapter=10,
+    summary="DFlash: a bidirectional drafter reading the target's features through its keys and values "
+    "fills a whole block [anchor, MASK, ...] in ONE pass, drafting a chain of BLOCK - 1 tokens",
+    example="dflash:8",
+    zoo_weights="dflash",
 )

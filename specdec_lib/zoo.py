@@ -203,7 +203,7 @@ def load_weights(name: str, preset: str = "tiny-code", device=None) -> tuple[dic
     if not (folder / "model.safetensors").exists():
         raise ZooUnavailableError(
             f"the zoo has no {name!r} weights for preset {preset!r} (looked in {folder}); "
-            f"train them with `python -m specdec_lib.zoo_train` (`--stage heads`, `--stage eagle` or `--stage eagle3` for just the proposers)"
+            f"train them with `python -m specdec_lib.zoo_train` (`--stage heads`, `eagle`, `eagle3`, `dflash` or `dflash2` for just the proposers)"
         )
     device = torch.device(device) if device is not None else default_device()
     state = {

@@ -9,6 +9,8 @@ Hand-written support code. Steps, all seeded:
    -> models/tiny-code/draft/
 5. Medusa heads and both MTP variants on the frozen target (chapters 05-06)  (--stage heads)
 6. EAGLE's drafter and its two ablations on the frozen target (chapters 07-08)  (--stage eagle)
+7. EAGLE-3's drafter and its experiments (chapter 09)  (--stage eagle3)
+8. DFlash's drafter (chapter 10)  (--stage dflash)
 Every model folder gets a ``card.json``: corpus rule, steps, tokens seen, wall time, validation loss and
 bits per byte, the loss curve.
 """
@@ -298,7 +300,10 @@ def train_heads(
     from specdec_lib.eagle import EAGLE_VARIANTS  # trained by train_eagle_stage
     from specdec_lib.methods import METHODS  # the registry names the weights the zoo must ship
 
-    missing = {m.zoo_weights for m in METHODS.values() if m.zoo_weights} - set(models) - set(EAGLE_VARIANTS)
+    trained = (
+        set(models) | set(EAGLE_VARIANTS) | {"eagle3", "dflash", "dflash2"}
+    )  # the last three: own stages
+    missing = {m.zoo_weights for m in METHODS.values() if m.zoo_weights} - trained
     if missing:
         raise SystemExit(f"registered methods need zoo weights that the zoo does not train: {missing}")
     batches = zoo.token_batches(tok, "train", batch, length, max_batches=max_steps, seed=seed)
@@ -640,6 +645,246 @@ def train_eagle3_stage(
     log(f"eagle3 saved under {zoo.ZOO_DIR / name} ({wall:.1f} min); tau {res['tau_greedy_eagle2_tree']}")
 
 
+# ------------------------------------------------------------------------- DFlash (chapter 10)
+def train_dflash_stage(
+    name: str, minutes: float, seed: int, batch: int = 8, length: int = 256, block_size: int = 16,
+    anchors: int = 32, gamma: float = 7.0, lr: float = 1e-3, layers: int = 2, passes: int = 2,
+    max_batches: int | None = None,
+):  # fmt: skip
+    """DFlash's drafter (chapter 10) on the frozen target, SpecForge's recipe at our scale: `anchors`
+    random blocks of `block_size` per sequence, the training mask, position-decayed soft CE (gamma 7).
+    Time-budgeted over at most `passes` passes of the training split (fresh anchors each pass); AdamW,
+    warm-up, constant, then linear decay to 10% over the last 20% of the budget (by elapsed time). The
+    card holds the held-out recall per block position and tau at block sizes 4, 8 and 16."""
+    from specdec_lib import speculative as spec
+    from specdec_lib.dflash import (
+        DFlashDrafter,
+        DFlashProposer,
+        block_recall,
+        dflash_inputs,
+        dflash_loss,
+        sample_anchors,
+    )
+    from specdec_lib.eagle3 import token_counts
+
+    target, _, tok = zoo.load_pair(name, device="cpu")
+    target.requires_grad_(False)
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
+    counts = token_counts(tok, "train")
+    counts[tok.all_special_ids] = counts.max() + 1  # never EOS: it also occurs in the context
+    mask_id = int(counts.argmin())  # the rarest training token (ties: the lowest id) stands for MASK
+    drafter = DFlashDrafter(target, layers, mask_token_id=mask_id)
+    batches = zoo.token_batches(tok, "train", batch, length, max_batches, seed=seed) * passes
+    opt = torch.optim.AdamW(drafter.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
+    warm, budget = 20, minutes * 60
+    log(f"dflash: up to {len(batches)} batches of {batch}x{length}, {anchors} blocks of {block_size} each; "
+        f"budget {minutes} min; mask token {mask_id} (count {int(counts[mask_id])})")  # fmt: skip
+    t0, step, curve = time.time(), 0, []
+    drafter.train()
+    for step, ids in enumerate(batches):
+        frac = (time.time() - t0) / budget
+        if frac >= 1:
+            break
+        scale = min(1.0, (step + 1) / warm) * (1.0 if frac < 0.8 else 1.0 - 0.9 * (frac - 0.8) / 0.2)
+        for g in opt.param_groups:
+            g["lr"] = lr * scale
+        a = sample_anchors(length, block_size, anchors, batch, gen)
+        loss, per = dflash_loss(drafter, *dflash_inputs(target, drafter, ids), ids, a, block_size, gamma)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if step % 50 == 0:
+            curve.append({"step": step, "minutes": round((time.time() - t0) / 60, 2),
+                          "ce_by_row": [round(x, 3) for x in per.tolist()]})  # fmt: skip
+            log(f"dflash step {step} ({curve[-1]['minutes']} min): loss {float(loss.detach()):.3f}, "
+                f"rows 1/4/8/15 {[curve[-1]['ce_by_row'][k] for k in (0, 3, 7, block_size - 2)]}")  # fmt: skip
+    steps, wall = step, (time.time() - t0) / 60
+    drafter.eval()
+    val = zoo.token_batches(tok, "validation", batch, length, max_batches=20, seed=seed)
+    recall = block_recall(drafter, target, val, block_size, 16, (1, 16), torch.Generator().manual_seed(1))
+    log(
+        f"dflash recall top-1 {[round(x, 3) for x in recall[0].tolist()]}, top-16 {[round(x, 3) for x in recall[1].tolist()]}"
+    )
+    texts, starts = validation_greedy_texts(target, tok)
+    taus = {}
+    for B in (4, 8, 16):
+        runs = [
+            spec.generate(target, s[:st], 64, DFlashProposer(drafter, B)).stats
+            for s, st in zip(texts, starts)
+        ]
+        pooled = spec.Stats.pool(runs)
+        taus[str(B)] = {"tau": round(pooled.tau, 4),
+                        "acceptance_by_position": [round(float(x), 4) for x in pooled.acceptance_by_position()]}  # fmt: skip
+        log(f"dflash B={B}: tau {taus[str(B)]['tau']}")
+    card = {
+        "role": "dflash",
+        "for_target": f"{name}/target",
+        "parameters": sum(p.numel() for p in drafter.parameters()),
+        "config": {
+            "layers": layers,
+            "feature_layers": list(drafter.feature_layers),
+            "mask_token_id": mask_id,
+            "block_size": block_size,
+        },  # fmt: skip
+        "mask_token": "the rarest non-special token of the training split (ties: lowest id); the drafter has no embedding "
+        "of its own, so MASK is an existing id of the target's vocabulary",
+        "loss": f"sum_k w_k CE_k / sum_k w_k, w_k = exp(-(k-1)/{gamma}), soft CE against the frozen target's "
+        f"distribution of the token at anchor + k; {anchors} random anchors per sequence of {length}",
+        "schedule": f"AdamW(0.9, 0.95), lr {lr}, {warm}-step warm-up, constant, linear decay to 10% over the last "
+        "20% of the time budget",
+        "steps": steps,
+        "tokens_seen": steps * batch * length,
+        "blocks_seen": steps * batch * anchors,
+        "wall_minutes": round(wall, 1),
+        "seed": seed,
+        "recall": {
+            "how": "20 validation batches of 8x256, 16 random anchors each; row k hits when the target's greedy "
+            "token at anchor + k is in the drafter's top-t, context teacher-forced",
+            "top1": [round(x, 4) for x in recall[0].tolist()],
+            "top16": [round(x, 4) for x in recall[1].tolist()],
+        },
+        "tau_greedy": {
+            "how": "greedy, 64 new tokens after each of 30 validation prompts (last 64 tokens)",
+            **taus,
+        },
+        "curve": curve,
+        "torch": torch.__version__,
+    }
+    zoo.save_weights(drafter, "dflash", card, preset=name)
+    log(f"dflash saved under {zoo.ZOO_DIR / name} ({wall:.1f} min of training)")
+
+
+# ----------------------------------------------------------------------- DFlash 2 (chapter 11)
+def train_dflash2_stage(
+    name: str, minutes: float, seed: int, batch: int = 8, length: int = 256, block_size: int = 16,
+    anchors: int = 32, gamma: float = 7.0, lr: float = 2e-3, selector_share: float = 0.25,
+    max_batches: int | None = None,
+):  # fmt: skip
+    """DFlash 2's two parts on chapter 10's DFlash drafter, which stays FROZEN, so that every variant of
+    the ablation shares one backbone and differs only in the parts it adds. Two runs: (1) mixers and
+    selector together (the selector is a head on the mixed backbone: its loss does not reach the mixers),
+    (1 - selector_share) of the budget; (2) a selector alone on the plain backbone, the rest. Card: per
+    variant (dflash, selector, mixing, both) tau and acceptance at B = 16 on the validation prompts,
+    top-1 recall per row (the selector's top-1 = its walk's teacher-forced pick), candidate recall; the
+    oracle ceiling: tau when the target's token is picked whenever it is among the 16 candidates."""
+    from types import SimpleNamespace
+
+    from specdec_lib import speculative as spec
+    from specdec_lib.dflash import dflash_inputs, load_dflash, sample_anchors
+    from specdec_lib.dflash2 import (
+        DFlash2Drafter,
+        DFlash2Proposer,
+        OracleProposer,
+        dflash2_loss,
+        selector_recall,
+    )
+
+    target, _, tok = zoo.load_pair(name, device="cpu")
+    target.requires_grad_(False)
+    base, base_card = load_dflash(target, name)
+    base.requires_grad_(False)
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
+    rank, top_k = 64, 16
+    runs = {
+        "mixed": DFlash2Drafter.from_dflash(target, base, mixing=True, rank=rank, top_k=top_k),
+        "plain": DFlash2Drafter.from_dflash(target, base, mixing=False, rank=rank, top_k=top_k),
+    }
+    budgets = {"mixed": minutes * (1 - selector_share), "plain": minutes * selector_share}
+    curves, steps = {}, {}
+    for run, drafter in runs.items():
+        for p in drafter.backbone():
+            p.requires_grad_(False)
+        params = [p for p in drafter.parameters() if p.requires_grad]
+        opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
+        batches = zoo.token_batches(tok, "train", batch, length, max_batches, seed=seed + 1)
+        budget, warm, t0, curve = budgets[run] * 60, 20, time.time(), []
+        log(
+            f"dflash2 {run}: {sum(p.numel() for p in params)} trainable parameters, budget {budgets[run]:.1f} min"
+        )
+        drafter.train()
+        step = 0
+        for step, ids in enumerate(batches):
+            frac = (time.time() - t0) / budget
+            if frac >= 1:
+                break
+            scale = min(1.0, (step + 1) / warm) * (1.0 if frac < 0.8 else 1.0 - 0.9 * (frac - 0.8) / 0.2)
+            for g in opt.param_groups:
+                g["lr"] = lr * scale
+            a = sample_anchors(length, block_size, anchors, batch, gen)
+            loss, per = dflash2_loss(drafter, *dflash_inputs(target, drafter, ids), ids, a, block_size, gamma)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if step % 50 == 0:
+                rows = block_size - 1
+                curve.append({"step": step, "minutes": round((time.time() - t0) / 60, 2),
+                              "ce_by_row": [round(x, 3) for x in per[:rows].tolist()],
+                              "selector_ce_by_row": [round(x, 3) for x in per[rows:].tolist()]})  # fmt: skip
+                log(f"dflash2 {run} step {step} ({curve[-1]['minutes']} min): loss {float(loss.detach()):.3f}, "
+                    f"rows 1/4/8/15 CE {[curve[-1]['ce_by_row'][k] for k in (0, 3, 7, 14)]}, selector "
+                    f"{[curve[-1]['selector_ce_by_row'][k] for k in (0, 3, 7, 14)]}")  # fmt: skip
+        drafter.eval()
+        curves[run], steps[run] = curve, step
+    variants = {
+        "dflash": DFlash2Drafter.from_dflash(target, base, mixing=False, selector=False),
+        "selector": runs["plain"],
+        "mixing": DFlash2Drafter.from_dflash(target, base, mixing=True, selector=False),
+        "both": runs["mixed"],
+    }
+    variants["mixing"].load_state_dict(runs["mixed"].state_dict(), strict=False)  # its mixers, no selector
+    val = zoo.token_batches(tok, "validation", batch, length, max_batches=20, seed=seed)
+    texts, starts = validation_greedy_texts(target, tok)
+    ablation = {}
+    for v, drafter in variants.items():
+        recall = selector_recall(drafter, target, val, block_size, 16, torch.Generator().manual_seed(1))
+        runs_v = [spec.generate(target, s[:st], 64, DFlash2Proposer(drafter, block_size)).stats
+                  for s, st in zip(texts, starts)]  # fmt: skip
+        pooled = spec.Stats.pool(runs_v)
+        ablation[v] = {"tau": round(pooled.tau, 4),
+                       "acceptance_by_position": [round(float(x), 4) if x == x else None  # nan: never reached
+                                                  for x in pooled.acceptance_by_position()],
+                       **{k: [round(x, 4) for x in r.tolist()] for k, r in recall.items()}}  # fmt: skip
+        log(f"dflash2 {v}: tau {ablation[v]['tau']}, top-1 recall {ablation[v]['top1'][:8]}")
+    for v in ("dflash", "mixing"):
+        oracle = [spec.generate(target, s[:st], 64, OracleProposer(variants[v], block_size, s.tolist())).stats
+                  for s, st in zip(texts, starts)]  # fmt: skip
+        key = "oracle" if v == "dflash" else "oracle_mixing"
+        ablation[key] = {"tau": round(spec.Stats.pool(oracle).tau, 4)}
+        log(f"dflash2 {key}: tau {ablation[key]['tau']}")
+    state = {f"{run}.{k}": v for run, drafter in runs.items() for k, v in drafter.state_dict().items()
+             if "_conv." in k or k.startswith("selector.")}  # fmt: skip
+    card = {
+        "role": "dflash2",
+        "for_target": f"{name}/target",
+        "backbone": f"{name}/dflash (chapter 10), frozen: {base_card['parameters']} parameters",
+        "parameters": {
+            run: sum(v.numel() for k, v in state.items() if k.startswith(run + ".")) for run in runs
+        },
+        "config": {"rank": rank, "top_k": top_k, "group_size": 16, "block_size": block_size},
+        "loss": f"DFlash's decay-weighted soft CE (gamma {gamma}; trains the mixers) + the selector's loss: soft CE "
+        "over each row's top-16 candidates against the target's distribution renormalised to them, the "
+        "predecessor teacher-forced (the text's token), rows whose list misses the target's top token "
+        "excluded, the same row weights; the selector reads the drafter's outputs detached",
+        "runs": {"mixed": "mixers + selector together", "plain": "a selector alone on the plain backbone"},
+        "schedule": f"AdamW(0.9, 0.95), lr {lr}, 20-step warm-up, constant, linear decay to 10% over the last 20% "
+        f"of each run's budget; budgets {budgets} minutes",
+        "steps": steps,
+        "seed": seed,
+        "ablation": {
+            "how": "tau: greedy, block 16, 64 new tokens after each of 30 validation prompts (last 64 tokens); "
+            "recall: 20 validation batches of 8x256, 16 random anchors each, teacher-forced (top1: the chain's "
+            "pick for row k, the walk's with a selector; top16: the target's token among the 16 candidates)",
+            **ablation,
+        },
+        "curves": curves,
+        "torch": torch.__version__,
+    }
+    zoo.save_weights(SimpleNamespace(state_dict=lambda: state), "dflash2", card, preset=name)
+    log(f"dflash2 saved under {zoo.ZOO_DIR / name}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--name", default="tiny-code")
@@ -654,12 +899,16 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: leave torch's default)")
     ap.add_argument(
         "--stage",
-        choices=["all", "heads", "eagle", "eagle3"],
+        choices=["all", "heads", "eagle", "eagle3", "dflash", "dflash2"],
         default="all",
         help="heads: only the ch05-06 heads; eagle: only the ch07-08 drafters; eagle3: chapter 09's "
-        "drafter and its experiments (one pass over the training split, ~50 min on 2 cores)",
+        "drafter and its experiments (one pass over the training split, ~50 min on 2 cores); dflash: "
+        "chapter 10's drafter (--dflash-minutes); dflash2: chapter 11's mixers and selectors on the frozen "
+        "DFlash drafter, and the ablation (--dflash2-minutes)",
     )
     ap.add_argument("--max-batches", type=int, default=None, help="eagle3: cut the pass short (smoke tests)")
+    ap.add_argument("--dflash-minutes", type=float, default=28, help="DFlash's drafter (chapter 10)")
+    ap.add_argument("--dflash2-minutes", type=float, default=20, help="DFlash 2's parts (chapter 11)")
     ap.add_argument("--heads-minutes", type=float, default=24, help="Medusa + both MTP variants, together")
     ap.add_argument("--eagle-minutes", type=float, default=15, help="EAGLE + its two ablations, together")
     args = ap.parse_args(argv)
@@ -671,6 +920,10 @@ def main(argv=None):
         return train_eagle_stage(args.name, args.eagle_minutes, args.seed)
     if args.stage == "eagle3":
         return train_eagle3_stage(args.name, args.seed, max_batches=args.max_batches)
+    if args.stage == "dflash":
+        return train_dflash_stage(args.name, args.dflash_minutes, args.seed, max_batches=args.max_batches)
+    if args.stage == "dflash2":
+        return train_dflash2_stage(args.name, args.dflash2_minutes, args.seed, max_batches=args.max_batches)
     t_all = time.time()
     out = zoo.ZOO_DIR / args.name
     common = {
@@ -815,6 +1068,8 @@ def main(argv=None):
     train_heads(args.name, args.heads_minutes, args.seed)
     train_eagle_stage(args.name, args.eagle_minutes, args.seed)
     train_eagle3_stage(args.name, args.seed)
+    train_dflash_stage(args.name, args.dflash_minutes, args.seed)
+    train_dflash2_stage(args.name, args.dflash2_minutes, args.seed)
     log(f"zoo done in {(time.time() - t_all) / 60:.1f} min")
 
 

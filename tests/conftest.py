@@ -39,6 +39,39 @@ def tiny_model(vocab=16, hidden=32, layers=2, seed=0, arch="llama", ctx=128, sca
     return model
 
 
+def gqa_model(arch="llama", layers=4, vocab=24, seed=0):
+    """A random target with grouped-query attention (4 query heads, 2 key/value heads), or Qwen3's
+    QK-norm: the paths a 2-head tiny model would not exercise."""
+    import transformers as tf
+
+    cfg_cls, model_cls = {
+        "llama": (tf.LlamaConfig, tf.LlamaForCausalLM),
+        "qwen3": (tf.Qwen3Config, tf.Qwen3ForCausalLM),
+    }[arch]
+    torch.manual_seed(seed)
+    cfg = cfg_cls(
+        vocab_size=vocab,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        max_position_embeddings=128,
+        tie_word_embeddings=False,
+    )
+    return model_cls(cfg).eval()
+
+
+def randomised(drafter, seed=0):
+    """Untrained layers start near the identity; random weights make every path count."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in drafter.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.15 + (1.0 if p.dim() == 1 else 0.0))
+    return drafter
+
+
 @pytest.fixture(scope="session")
 def tiny_pair():
     """(target, draft): same vocabulary, different weights, peaky enough that drafts are often right."""

@@ -30,6 +30,7 @@ BEHAVIOURAL = [
     "tests/test_medusa_mtp.py",
     "tests/test_eagle.py",
     "tests/test_eagle3.py",
+    "tests/test_dflash.py",
 ]
 
 # name -> (file, [(text, replacement), ...]); each text must occur exactly once in the file.
@@ -156,6 +157,32 @@ MUTANTS = {
                 "        full[..., : small.shape[-1]] = small",
             )
         ],
+    ),
+    "D1 DFlash places the block one position too far (its context positions unchanged)": (
+        "specdec_lib/dflash.py",
+        [
+            (
+                "ids, torch.arange(n, n + self.block_size, device=dev)",
+                "ids, torch.arange(n + 1, n + 1 + self.block_size, device=dev)",
+            )
+        ],
+    ),
+    "D2 DFlash drafts from block rows 0 .. k - 1 instead of 1 .. k": (
+        "specdec_lib/dflash.py",
+        [("return self.choose(h[1 : k + 1], tokens[-1])", "return self.choose(h[0:k], tokens[-1])")],
+    ),
+    "D3 DFlash's training mask lets a block see its anchor's own feature": (
+        "specdec_lib/dflash.py",
+        [
+            (
+                "torch.arange(length, device=anchors.device) < anchor_of_row[..., None]",
+                "torch.arange(length, device=anchors.device) <= anchor_of_row[..., None]",
+            )
+        ],
+    ),
+    "D4 DFlash reports each row's q one row off": (
+        "specdec_lib/dflash.py",
+        [("None if self.sampling.greedy else q)", "None if self.sampling.greedy else q.roll(1, 0))")],
     ),
     "N2 sequential MTP keeps one position too many in its module caches": (
         "specdec_lib/mtp.py",

@@ -30,6 +30,7 @@ from conftest import (
 import specdec_lib as sd
 from specdec_lib import hf, methods, rejection
 from specdec_lib.autoregressive import SamplingParams, generate_ar, process_logits
+from specdec_lib.layers import KVCache
 from specdec_lib.speculative import DraftTree, Proposer
 
 
@@ -124,6 +125,36 @@ def _fresh_ngram(prop, target, tokens, tree):
     ]
 
 
+def _fresh_block(prop, target, tokens):
+    """The block recomputed from scratch: the context of positions 0 .. n - 1 from a fresh target pass,
+    fresh caches, the whole block [pending, MASK, ...] at n .. n + B - 1 -> its rows' states [B, d]."""
+    dr, B, n = prop.drafter, prop.block_size, len(tokens) - 1
+    ctx = dr.context(hf.hidden_states(target, tokens[None, :-1], dr.feature_layers))[0]
+    caches = [KVCache() for _ in dr.layers]
+    return dr(dr.block_ids(tokens[-1:], B)[0], torch.arange(n, n + B), caches, ctx, torch.arange(n))
+
+
+def _fresh_dflash(prop, target, tokens, tree):
+    """Row i + 1 of the fresh block drafts node i: its own argmax."""
+    logits = prop.drafter.logits(_fresh_block(prop, target, tokens))
+    assert tree.parents.tolist() == list(range(-1, len(tree) - 1)), "dflash drafts a chain"
+    return [(logits[i + 1], 0) for i in range(len(tree))]
+
+
+def _fresh_dflash2(prop, target, tokens, tree):
+    """With a selector, node i must be the best-scoring candidate of fresh row i + 1 given the node
+    before it (the anchor for node 0): scores S(a, b) on the candidates, -inf elsewhere."""
+    sel = prop.drafter.selector
+    if sel is None:
+        return _fresh_dflash(prop, target, tokens, tree)
+    h = _fresh_block(prop, target, tokens)[1 : len(tree) + 1]
+    unary, cand = sel.candidates(prop.drafter.logits(h))
+    before = torch.cat([tokens[-1:], tree.tokens[:-1]])  # the tree's own ancestors as context
+    s = sel.scores(unary, cand, before, h)
+    full = torch.full((len(tree), hf.vocab_size(target)), float("-inf")).scatter(-1, cand, s)
+    return [(full[i], 0) for i in range(len(tree))]
+
+
 FRESH_DRAFT = {
     "chain": _fresh_chain,
     "tree": _fresh_tree,
@@ -134,6 +165,8 @@ FRESH_DRAFT = {
     "eagle2": _fresh_eagle,
     "eagle3": _fresh_eagle,
     "ngram": _fresh_ngram,
+    "dflash": _fresh_dflash,
+    "dflash2": _fresh_dflash2,
 }
 
 
@@ -331,7 +364,7 @@ class LyingTopK(LyingProposer):
         return DraftTree(tree.tokens, tree.parents, q)
 
 
-@pytest.mark.parametrize("spec", ["chain:3", "mtp-sequential", "eagle:8", "eagle2:8", "eagle3:8"])
+@pytest.mark.parametrize("spec", ["chain:3", "mtp-sequential", "eagle:8", "eagle2:8", "eagle3:8", "dflash:4"])
 def test_a_lying_proposer_is_caught(spec, tiny, monkeypatch):
     target, draft = tiny
     sampling, max_new = SAMPLINGS["T=0.7 top-k 3 top-p 0.9"]

@@ -120,6 +120,20 @@ QUICK = {
         "answer": "b",
         "hint": "who writes the token when every drafted candidate is rejected? (section 3)",
     },
+    10: {
+        "question": "A DFlash block's rows see the target's features of every position BEFORE the anchor, but "
+        "not the anchor's own. Why?",
+        "options": {
+            "a": "to save memory in the drafter's cache",
+            "b": "the anchor is the pending token: the target has not run on it yet, so at inference its "
+            "feature does not exist, and training must not show what inference cannot have",
+            "c": "the anchor's feature would make the drafter lossy",
+            "d": "bidirectional attention cannot read the anchor's position",
+        },
+        "answer": "b",
+        "hint": "which target pass would have produced the anchor's feature, and has it happened yet? "
+        "(section 4)",
+    },
 }
 
 
