@@ -14,6 +14,7 @@ Generated from notebooks (edit the notebook, then `make export`):
     eagle2          chapter 08  the dynamic tree, confidence calibration
     eagle3          chapter 09  fused taps, a reduced draft vocabulary, training-time test
     dflash          chapter 10  the block drafter with injected target context, its training mask and loss
+    dflash2         chapter 11  local mixing (two-tap convolutions) and the path selector, their losses
 Hand-written support: methods (the method registry, `make_proposer`), zoo (offline models), hf (the
 transformers adapter), checks (exercise checkers), bench (benchmarks), _export (the notebook exporter).
 

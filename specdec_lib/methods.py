@@ -214,6 +214,34 @@ def _dflash(arg, target, draft, weights):
     return DFlashProposer(drafter, block_size=block)
 
 
+def _dflash2(arg, target, draft, weights):
+    from specdec_lib.dflash2 import DFlash2Drafter, DFlash2Proposer, load_dflash2
+
+    # "dflash2:B" is DFlash 2 with both parts; "dflash2:B+selector" / "dflash2:B+mixing" the ablations
+    block_arg, _, part = arg.partition("+")
+    block = _int_arg(block_arg, 16, "dflash2:BLOCK[+selector|+mixing]")
+    if part not in ("", "selector", "mixing"):
+        raise ValueError(f"dflash2 takes +selector or +mixing for one part alone, got {arg!r}")
+    mixing, selector = part != "selector", part != "mixing"
+    if weights == "random":  # DFlash's random drafter plus DFlash 2's parts, moved off their identity start
+        from specdec_lib import hf
+
+        vocab = hf.vocab_size(target)
+        base = _dflash("", target, draft, "random").drafter
+        # a candidate list shorter than the vocabulary even on tiny test targets, so q really is sparse
+        drafter = DFlash2Drafter.from_dflash(
+            target, base, mixing=mixing, selector=selector, top_k=max(2, min(16, vocab // 2))
+        ).eval()
+        with torch.no_grad():
+            for name, p in drafter.named_parameters():
+                if "_conv." in name or name.startswith("selector."):
+                    p.add_(0.1 * torch.randn_like(p))
+    else:
+        load = lambda t: load_dflash2(t, mixing=mixing, selector=selector)  # noqa: E731
+        drafter, _ = _zoo_module(target, f"dflash2+{part or 'both'}", load)
+    return DFlash2Proposer(drafter, block_size=block)
+
+
 register(
     "chain",
     _chain,
@@ -285,4 +313,14 @@ register(
     "fills a whole block [anchor, MASK, ...] in ONE pass, drafting a chain of BLOCK - 1 tokens",
     example="dflash:8",
     zoo_weights="dflash",
+)
+register(
+    "dflash2",
+    _dflash2,
+    chapter=11,
+    summary="DFlash 2: DFlash's one-pass block with local mixing (two-tap convolutions inside the block) and a "
+    "path selector that walks each row's top-16 candidates from the anchor; dflash2:B+selector and "
+    "dflash2:B+mixing keep one part only (the ablation)",
+    example="dflash2:4",
+    zoo_weights="dflash2",
 )

@@ -646,6 +646,20 @@ def train_eagle3_stage(
 
 
 # ------------------------------------------------------------------------- DFlash (chapter 10)
+def budgeted(batches, opt, lr: float, minutes: float, warm: int = 20):
+    """Yield (step, batch) until `minutes` have passed, setting opt's learning rate before each step: a
+    linear warm-up over `warm` steps, constant, then a linear decay to 10% over the last 20% of the time."""
+    t0, budget = time.time(), minutes * 60
+    for step, ids in enumerate(batches):
+        frac = (time.time() - t0) / budget
+        if frac >= 1:
+            return
+        scale = min(1.0, (step + 1) / warm) * (1.0 if frac < 0.8 else 1.0 - 0.9 * (frac - 0.8) / 0.2)
+        for g in opt.param_groups:
+            g["lr"] = lr * scale
+        yield step, ids
+
+
 def train_dflash_stage(
     name: str, minutes: float, seed: int, batch: int = 8, length: int = 256, block_size: int = 16,
     anchors: int = 32, gamma: float = 7.0, lr: float = 1e-3, layers: int = 2, passes: int = 2,
@@ -677,18 +691,12 @@ def train_dflash_stage(
     drafter = DFlashDrafter(target, layers, mask_token_id=mask_id)
     batches = zoo.token_batches(tok, "train", batch, length, max_batches, seed=seed) * passes
     opt = torch.optim.AdamW(drafter.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
-    warm, budget = 20, minutes * 60
+    warm = 20
     log(f"dflash: up to {len(batches)} batches of {batch}x{length}, {anchors} blocks of {block_size} each; "
         f"budget {minutes} min; mask token {mask_id} (count {int(counts[mask_id])})")  # fmt: skip
     t0, step, curve = time.time(), 0, []
     drafter.train()
-    for step, ids in enumerate(batches):
-        frac = (time.time() - t0) / budget
-        if frac >= 1:
-            break
-        scale = min(1.0, (step + 1) / warm) * (1.0 if frac < 0.8 else 1.0 - 0.9 * (frac - 0.8) / 0.2)
-        for g in opt.param_groups:
-            g["lr"] = lr * scale
+    for step, ids in budgeted(batches, opt, lr, minutes, warm):
         a = sample_anchors(length, block_size, anchors, batch, gen)
         loss, per = dflash_loss(drafter, *dflash_inputs(target, drafter, ids), ids, a, block_size, gamma)
         opt.zero_grad()
@@ -799,19 +807,13 @@ def train_dflash2_stage(
         params = [p for p in drafter.parameters() if p.requires_grad]
         opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
         batches = zoo.token_batches(tok, "train", batch, length, max_batches, seed=seed + 1)
-        budget, warm, t0, curve = budgets[run] * 60, 20, time.time(), []
+        t0, curve = time.time(), []
         log(
             f"dflash2 {run}: {sum(p.numel() for p in params)} trainable parameters, budget {budgets[run]:.1f} min"
         )
         drafter.train()
         step = 0
-        for step, ids in enumerate(batches):
-            frac = (time.time() - t0) / budget
-            if frac >= 1:
-                break
-            scale = min(1.0, (step + 1) / warm) * (1.0 if frac < 0.8 else 1.0 - 0.9 * (frac - 0.8) / 0.2)
-            for g in opt.param_groups:
-                g["lr"] = lr * scale
+        for step, ids in budgeted(batches, opt, lr, budgets[run]):
             a = sample_anchors(length, block_size, anchors, batch, gen)
             loss, per = dflash2_loss(drafter, *dflash_inputs(target, drafter, ids), ids, a, block_size, gamma)
             opt.zero_grad()

@@ -31,6 +31,7 @@ BEHAVIOURAL = [
     "tests/test_eagle.py",
     "tests/test_eagle3.py",
     "tests/test_dflash.py",
+    "tests/test_dflash2.py",
 ]
 
 # name -> (file, [(text, replacement), ...]); each text must occur exactly once in the file.
@@ -183,6 +184,33 @@ MUTANTS = {
     "D4 DFlash reports each row's q one row off": (
         "specdec_lib/dflash.py",
         [("None if self.sampling.greedy else q)", "None if self.sampling.greedy else q.roll(1, 0))")],
+    ),
+    "S1 DFlash 2's greedy walk scores every row against the anchor, not the previous pick": (
+        "specdec_lib/dflash2.py",
+        [
+            (
+                "                a = int(cand[t, s.argmax()])",
+                "                picks.append(int(cand[t, s.argmax()]))\n                continue",
+            )
+        ],
+    ),
+    "S2 DFlash 2's mixers read across block starts in training": (
+        "specdec_lib/dflash2.py",
+        [
+            (
+                "return torch.cat([torch.zeros_like(inside[..., :1]), inside], -1)",
+                "return torch.cat([torch.zeros_like(inside[..., :1]), torch.ones_like(inside)], -1)",
+            )
+        ],
+    ),
+    "S3 DFlash 2's walk draws at temperature 1 but reports q at the requested temperature": (
+        "specdec_lib/dflash2.py",
+        [
+            (
+                "                a = sample_token(qs[-1], generator)",
+                "                a = sample_token(process_logits(logits[t].scatter(-1, cand[t], s), SamplingParams(1.0)), generator)",
+            )
+        ],
     ),
     "N2 sequential MTP keeps one position too many in its module caches": (
         "specdec_lib/mtp.py",

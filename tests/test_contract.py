@@ -364,7 +364,9 @@ class LyingTopK(LyingProposer):
         return DraftTree(tree.tokens, tree.parents, q)
 
 
-@pytest.mark.parametrize("spec", ["chain:3", "mtp-sequential", "eagle:8", "eagle2:8", "eagle3:8", "dflash:4"])
+@pytest.mark.parametrize(
+    "spec", ["chain:3", "mtp-sequential", "eagle:8", "eagle2:8", "eagle3:8", "dflash:4", "dflash2:4"]
+)
 def test_a_lying_proposer_is_caught(spec, tiny, monkeypatch):
     target, draft = tiny
     sampling, max_new = SAMPLINGS["T=0.7 top-k 3 top-p 0.9"]

@@ -134,6 +134,20 @@ QUICK = {
         "hint": "which target pass would have produced the anchor's feature, and has it happened yet? "
         "(section 4)",
     },
+    11: {
+        "question": "Under sampling, DFlash 2's walk draws row t from q_t, whose candidate scores S_t depend on the "
+        "token the walk drew for row t - 1, and hands q_t to verification. Why is that still exactly lossless?",
+        "options": {
+            "a": "it is not: the selector is a lossy option, like Medusa's typical acceptance",
+            "b": "row t is judged only after rows 1 .. t - 1 were accepted, and q_t was computed from exactly "
+            "those tokens and the context, never from a later row: it is the distribution x_t was drawn from",
+            "c": "because the candidates are the drafter's top 16, which always contain the target's token",
+            "d": "because sampling is done greedily inside the walk, so q_t is a point mass",
+        },
+        "answer": "b",
+        "hint": "what must p_t and q_t be conditioned on in chapter 03's rule, and what has the walk seen when "
+        "it draws row t? (section 3)",
+    },
 }
 
 
