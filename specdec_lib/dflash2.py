@@ -157,7 +157,6 @@ class DFlash2Drafter(DFlashDrafter):
                  selector: bool = True, rank: int = 64, top_k: int = 16):  # fmt: skip
         super().__init__(target, layers, feature_layers, mask_token_id)
         c = hf.block_config(target)
-        self.mixing = mixing
         if mixing:
             self.layers = nn.ModuleList(MixedBlock.like(target) for _ in range(layers))
         self.selector = PathSelector(self.vocab, c["hidden"], rank, top_k) if selector else None
@@ -168,12 +167,17 @@ class DFlash2Drafter(DFlashDrafter):
         """DFlash 2 on top of a trained DFlash backbone: its weights copied, the new parts fresh."""
         new = cls(target, len(drafter.layers), drafter.feature_layers, drafter.mask_token_id, **kwargs)
         missing, unexpected = new.load_state_dict(drafter.state_dict(), strict=False)
-        assert not unexpected and all("_conv." in k or k.startswith("selector.") for k in missing)
+        assert not unexpected and all(cls.is_new_part(k) for k in missing)
         return new
+
+    @staticmethod
+    def is_new_part(name: str) -> bool:
+        """Does this parameter name belong to DFlash 2's own parts (a mixer or the selector)?"""
+        return "_conv." in name or name.startswith("selector.")
 
     def backbone(self) -> list[nn.Parameter]:
         """The DFlash weights (everything but the mixers and the selector)."""
-        return [p for k, p in self.named_parameters() if "_conv." not in k and not k.startswith("selector.")]
+        return [p for k, p in self.named_parameters() if not self.is_new_part(k)]
 
 
 def selector_loss(selector: PathSelector, draft_logits, h, predecessors, target_logits, gamma: float):
@@ -256,7 +260,7 @@ def load_dflash2(target, preset: str = "tiny-code", mixing: bool = True, selecto
     if not selector:
         mine = {k: v for k, v in mine.items() if not k.startswith("selector.")}
     missing, unexpected = drafter.load_state_dict(mine, strict=False)
-    assert not unexpected and not [k for k in missing if "_conv." in k or k.startswith("selector.")]
+    assert not unexpected and not [k for k in missing if drafter.is_new_part(k)]
     return drafter.eval(), card
 
 

@@ -228,13 +228,13 @@ def _dflash2(arg, target, draft, weights):
 
         vocab = hf.vocab_size(target)
         base = _dflash("", target, draft, "random").drafter
-        # a candidate list shorter than the vocabulary even on tiny test targets, so q really is sparse
+        # a candidate list shorter than the vocabulary even on tiny test targets, so only part is re-scored
         drafter = DFlash2Drafter.from_dflash(
             target, base, mixing=mixing, selector=selector, top_k=max(2, min(16, vocab // 2))
         ).eval()
         with torch.no_grad():
             for name, p in drafter.named_parameters():
-                if "_conv." in name or name.startswith("selector."):
+                if drafter.is_new_part(name):
                     p.add_(0.1 * torch.randn_like(p))
     else:
         load = lambda t: load_dflash2(t, mixing=mixing, selector=selector)  # noqa: E731

@@ -856,7 +856,7 @@ def train_dflash2_stage(
         ablation[key] = {"tau": round(spec.Stats.pool(oracle).tau, 4)}
         log(f"dflash2 {key}: tau {ablation[key]['tau']}")
     state = {f"{run}.{k}": v for run, drafter in runs.items() for k, v in drafter.state_dict().items()
-             if "_conv." in k or k.startswith("selector.")}  # fmt: skip
+             if DFlash2Drafter.is_new_part(k)}  # fmt: skip
     card = {
         "role": "dflash2",
         "for_target": f"{name}/target",

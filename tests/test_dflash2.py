@@ -38,7 +38,7 @@ def perturb_new_parts(dr, seed=1, scale=0.2):
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in dr.named_parameters():
-            if "_conv." in name or name.startswith("selector."):
+            if dr.is_new_part(name):
                 p.add_(torch.randn(p.shape, generator=g) * scale)
     return dr
 
