@@ -126,7 +126,7 @@ def generate_ar(
     ids = check_request(model, prompt_ids, max_new_tokens, eos_token_id)
     generator = make_generator(seed, ids.device)
     cache = hf.new_cache(model)
-    logits = hf.forward(model, ids, cache).logits[-1]  # prefill: the whole prompt in one pass
+    logits = hf.forward(model, ids, cache, last_only=True).logits[-1]  # prefill: the whole prompt, one pass
     new = []
     while len(new) < max_new_tokens:
         token = sample_token(process_logits(logits, sampling), generator)

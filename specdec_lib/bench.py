@@ -1,211 +1,408 @@
-"""Benchmarks and the issues' end-to-end checks (hand-written support code; not a pass/fail test).
+"""The benchmark harness (hand-written support code; timings never gate a test).
 
-    python -m specdec_lib.bench lossless            # greedy == plain AR, 50 prompts, every method (--methods)
-    python -m specdec_lib.bench speed               # AR vs ours (k = 2, 4, 8) vs transformers assisted
-    python -m specdec_lib.bench speed-methods --methods chain:3,tree:3-3-1,medusa:16   # interleaved timings
-    python -m specdec_lib.bench zoo                 # the zoo's numbers: load time, greedy agreement, sample
+    python -m specdec_lib.bench                        # every method at T = 0 and T = 1 (= `make bench`)
+    python -m specdec_lib.bench run --methods chain:4,eagle3,hf-assisted:4 --temperature 0 --prompts 10
+    python -m specdec_lib.bench zoo                    # the zoo's numbers: load time, greedy agreement
 
-Everything runs on the zoo pair and the committed held-out prompts, in one process, and prints medians.
-Timings depend on the machine and its load: compare rows of one run, not numbers across runs.
+`run` decodes the same held-out prompts with plain autoregressive decoding (`ar`, the baseline) and every
+method in `--methods`, in ONE process: a warm-up of every method first, then `--repeats` passes over the
+prompts with the methods interleaved prompt by prompt (a busy spell of the machine hits all of them
+alike). Methods are registry specs (`specdec_lib.methods`) or transformers' own implementations:
+
+    hf              model.generate, no drafter (transformers' plain decoding loop)
+    hf-assisted:K   model.generate(assistant_model=draft), K drafted tokens per round, constant
+    hf-assisted     the same with transformers' defaults (up to 20 tokens, stopped early when the draft's
+                    confidence falls under 0.4: its dynamic speculation length)
+    hf-assisted:heuristic   K starts at transformers' 20 and moves +2 / -1 after full / partial acceptance
+    hf-lookup:N     model.generate(prompt_lookup_num_tokens=N): prompt lookup, no drafter
+
+Definitions (one of each, used everywhere):
+- speedup = (total new tokens / total seconds) of the method over the same ratio of `ar`, per repeat,
+  median over repeats (Spec-Bench's); beside it the spread of the per-prompt ratios (quartiles).
+- tau = new tokens per target pass, pooled over every prompt (peers: counted with a hook on the target).
+- acceptance by position: chapter 02's conditional alpha_d, pooled.
+- t1 = the baseline's time per round (one target pass on one token plus its sampling); per round of a
+  method: draft (the proposer's propose + update), verify (the target pass + the verification rule),
+  other (the engine's commit and bookkeeping); prefill apart. kc = draft / t1, V = verify / t1 - 1, and
+  the analytic model of chapter 02 predicts speedup = tau / (1 + kc + V): the engine with no overhead
+  at all. Efficiency = measured speedup / predicted.
+At T = 0 every method's tokens must equal the baseline's on every prompt: a mismatch is an error (exit 1).
+Outputs: --out DIR gets bench.json, bench.md and bench.png. Timings depend on the machine and its load:
+compare rows of one run, never numbers across runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
+import platform
 import statistics
+import sys
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
 import specdec_lib as sd
-from specdec_lib import zoo
+from specdec_lib import hf, zoo
 from specdec_lib.autoregressive import generate_ar
+from specdec_lib.speculative import Clock
+
+DEFAULT_METHODS = (
+    "chain:4,tree:3-2-1,medusa:16,mtp-independent,mtp-sequential,eagle:16,eagle2:16,eagle3:16,eagle3:12-4,"
+    "dflash:8,dflash2:16,dflash2:16+selector,ngram:8,hf,hf-assisted:4,hf-assisted,hf-lookup:8"
+)
+PEERS = ("hf", "hf-assisted", "hf-lookup")
 
 
-def _encode(tok, prompts, device):
-    return [torch.tensor(tok.encode(p), device=device) for p in prompts]
+# ------------------------------------------------------------------------------------ the runners
+class PassCounter:
+    """Counts a model's forward calls (hook), for the target passes and draft passes of the peers."""
+
+    def __init__(self, model):
+        self.calls = 0
+        self.handle = model.register_forward_hook(self._hook)
+
+    def _hook(self, *_):
+        self.calls += 1
 
 
-def make_proposer(spec: str, target, draft):
-    """A factory of fresh proposers for one method spec, from the registry (`specdec_lib.methods`)."""
-    from specdec_lib.methods import make_proposer as make
+@dataclass
+class Run:
+    """One decode of one prompt: tokens, seconds, target passes (prefill included for peers), and the
+    engine's Stats (None for transformers' peers)."""
 
-    make(spec, target, draft)  # fail fast on a bad spec, and load any zoo weights once
-    return lambda: make(spec, target, draft)
+    tokens: list
+    seconds: float
+    passes: int
+    stats: object = None
+    draft_passes: int = 0
 
 
-def lossless(args) -> bool:
-    """Greedy: every method == plain AR on held-out prompts, with tau, acceptance by depth and one-run
-    tokens/s; with --temperature > 0 the same numbers under lossless sampling (one seed per prompt),
-    against plain sampling through the same engine."""
-    target, draft, tok = zoo.load_pair(args.preset)
-    prompts = _encode(tok, zoo.heldout_prompts(args.prompts), sd.hf.device_of(target))
-    refs, ar_time = [], 0.0
-    for ids in prompts:
-        ref, dt = _timed(lambda ids=ids: generate_ar(target, ids, args.new_tokens))
-        refs.append(ref)
-        ar_time += dt
-    n_tok = len(prompts) * args.new_tokens
-    print(f"plain AR: {n_tok / ar_time:.1f} tokens/s ({len(prompts)} prompts x {args.new_tokens} tokens)")
-    ar_sampled = 0.0
-    if args.temperature > 0:
-        for i, ids in enumerate(prompts):
-            ar_sampled += _timed(
-                lambda ids=ids, i=i: sd.generate(
-                    target, ids, args.new_tokens, None, temperature=args.temperature, seed=i
-                )
-            )[1]
-        print(f"plain sampling at T={args.temperature:g}: {n_tok / ar_sampled:.1f} tokens/s")
-    ok = True
+@contextlib.contextmanager
+def _assistant_config(draft, **settings):
+    """transformers reads the drafting schedule from the ASSISTANT's generation config (arguments given to
+    generate() land in the target's), and the heuristic schedule writes back into it: set, then restore."""
+    cfg = draft.generation_config
+    old = {k: getattr(cfg, k, None) for k in settings}
+    for k, v in settings.items():
+        setattr(cfg, k, v)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            setattr(cfg, k, v)
 
-    def summary(outs, spent, reference):
-        taus = [o.stats.tau for o in outs]
-        by_pos = [o.stats.acceptance_by_position() for o in outs]
-        depth = max(len(a) for a in by_pos)
-        alpha = []
-        for d in range(depth):
-            seen = [a[d] for a in by_pos if len(a) > d and a[d] == a[d]]
-            alpha.append(statistics.mean(seen) if seen else float("nan"))
-        rounds = sum(o.stats.target_forwards for o in outs)
-        draft_ms = 1000 * sum(o.stats.time_draft for o in outs) / max(1, rounds)
-        return (
-            f"tau {statistics.mean(taus):.2f}; acceptance by depth {' '.join(f'{a:.2f}' for a in alpha)}; "
-            f"drafting {draft_ms:.2f} ms/round; {n_tok / spent:.1f} tokens/s = {reference / spent:.2f}x plain"
-        )
 
-    for spec in args.methods:
-        make = make_proposer(spec, target, draft)
-        outs, spent = [], 0.0
-        for ids in prompts:
-            out, dt = _timed(lambda ids=ids, make=make: sd.generate(target, ids, args.new_tokens, make()))
-            outs.append(out)
-            spent += dt
-        same = sum(o.tokens == r for o, r in zip(outs, refs, strict=True))
-        ok &= same == len(prompts)
-        line = f"{spec}: {same}/{len(prompts)} token-identical to plain greedy; T=0 " + summary(
-            outs, spent, ar_time
-        )
-        if args.temperature > 0:
-            outs, spent = [], 0.0
-            for i, ids in enumerate(prompts):
-                out, dt = _timed(
-                    lambda ids=ids, i=i, make=make: sd.generate(
-                        target, ids, args.new_tokens, make(), temperature=args.temperature, seed=i
+def _peer_settings(spec: str, draft):
+    """(generate() kwargs, assistant config settings) of a transformers peer spec."""
+    name, _, arg = spec.partition(":")
+    if name == "hf":
+        return {}, {}
+    if name == "hf-lookup":
+        return {"prompt_lookup_num_tokens": int(arg or 10)}, {}
+    if draft is None:
+        raise ValueError(f"{spec} needs the preset's draft model")
+    if not arg:  # transformers' defaults: 20 tokens, stopped by the draft's confidence
+        return {"assistant_model": draft}, {
+            "num_assistant_tokens": 20,
+            "num_assistant_tokens_schedule": "constant",
+            "assistant_confidence_threshold": 0.4,
+        }
+    if arg == "heuristic":
+        return {"assistant_model": draft}, {
+            "num_assistant_tokens": 20,
+            "num_assistant_tokens_schedule": "heuristic_transient",
+            "assistant_confidence_threshold": 0.0,
+        }
+    if not arg.isdigit() or int(arg) < 1:
+        raise ValueError(f"hf-assisted takes a positive K or 'heuristic', got {spec!r}")
+    return {"assistant_model": draft}, {
+        "num_assistant_tokens": int(arg),
+        "num_assistant_tokens_schedule": "constant",
+        "assistant_confidence_threshold": 0.0,
+    }
+
+
+def make_runner(spec: str, target, draft, eos):
+    """A function (ids, max_new_tokens, temperature, seed) -> Run for one method spec."""
+    device = hf.device_of(target)
+    clock = Clock(device)
+    if spec.partition(":")[0] in PEERS:
+        kwargs, settings = _peer_settings(spec, draft)
+        counters = (PassCounter(target), PassCounter(draft) if draft is not None else None)
+
+        def peer(ids, n, temperature, seed):
+            sampling = (
+                {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
+                if temperature > 0
+                else {"do_sample": False}
+            )
+            if seed is not None:
+                torch.manual_seed(seed)
+            t_calls, d_calls = counters[0].calls, counters[1].calls if counters[1] else 0
+            clock.lap()
+            with _assistant_config(draft, **settings) if settings else contextlib.nullcontext():
+                with torch.inference_mode():
+                    out = target.generate(
+                        ids[None],
+                        max_new_tokens=n,
+                        eos_token_id=eos,
+                        pad_token_id=eos if eos is not None else 0,
+                        **sampling,
+                        **kwargs,
                     )
+            seconds = clock.lap()
+            return Run(
+                out[0, len(ids) :].tolist(),
+                seconds,
+                counters[0].calls - t_calls,
+                None,
+                (counters[1].calls - d_calls) if counters[1] else 0,
+            )
+
+        return peer
+
+    from specdec_lib.methods import make_proposer
+
+    if spec != "ar":
+        make_proposer(spec, target, draft)  # fail fast on a bad spec; load any zoo weights once
+
+    def ours(ids, n, temperature, seed):
+        proposer = None if spec == "ar" else make_proposer(spec, target, draft)
+        clock.lap()
+        out = sd.generate(target, ids, n, proposer, temperature=temperature, seed=seed, eos_token_id=eos)
+        seconds = clock.lap()
+        s = out.stats
+        return Run(out.tokens, seconds, s.target_forwards, s, s.draft_forwards)
+
+    return ours
+
+
+# -------------------------------------------------------------------------------- the measurement
+def _quartiles(xs):
+    xs = sorted(xs)
+    if len(xs) == 1:
+        return [xs[0]] * 3
+    q = statistics.quantiles(xs, n=4, method="inclusive")
+    return [q[0], q[1], q[2]]
+
+
+def summarise(runs, baseline, t1):
+    """One method at one temperature. runs / baseline: [repeat][prompt] -> Run. t1: the baseline's
+    seconds per round. Returns a dict of plain numbers (see the module docstring for the definitions)."""
+    repeats, prompts = len(runs), len(runs[0])
+    tokens = [sum(len(r.tokens) for r in rep) for rep in runs]
+    seconds = [sum(r.seconds for r in rep) for rep in runs]
+    base_tps = [sum(len(r.tokens) for r in rep) / sum(r.seconds for r in rep) for rep in baseline]
+    speedups = [tok / sec / b for tok, sec, b in zip(tokens, seconds, base_tps, strict=True)]
+    per_prompt = []
+    for p in range(prompts):
+        mine = statistics.median(len(runs[i][p].tokens) / runs[i][p].seconds for i in range(repeats))
+        base = statistics.median(len(baseline[i][p].tokens) / baseline[i][p].seconds for i in range(repeats))
+        per_prompt.append(mine / base)
+    flat = [r for rep in runs for r in rep]
+    out = {
+        "tokens_per_second": statistics.median(t / s for t, s in zip(tokens, seconds, strict=True)),
+        "speedup": statistics.median(speedups),
+        "speedup_per_repeat": speedups,
+        "speedup_per_prompt_quartiles": _quartiles(per_prompt),
+        "speedup_per_prompt_range": [min(per_prompt), max(per_prompt)],
+        "new_tokens": sum(len(r.tokens) for r in flat),
+        "target_passes": sum(r.passes for r in flat),
+        "tau": sum(len(r.tokens) for r in flat) / max(1, sum(r.passes for r in flat)),
+        "draft_passes_per_round": sum(r.draft_passes for r in flat) / max(1, sum(r.passes for r in flat)),
+    }
+    if flat[0].stats is not None:  # our engine: where the time went, and the analytic model
+        s = sd.Stats.pool(r.stats for r in flat)
+        rounds = max(1, s.target_forwards)
+        draft, verify, other = (1000 * t / rounds for t in (s.time_draft, s.time_verify, s.time_other))
+        kc, V = draft / (1000 * t1), verify / (1000 * t1) - 1
+        predicted = s.tau / (1 + kc + V)
+        out.update(
+            tau=s.tau,
+            acceptance_by_position=s.acceptance_by_position(),
+            nodes_per_round=sum(s.tree_sizes) / rounds,
+            ms_per_round={"draft": draft, "verify": verify, "other": other},
+            prefill_ms=1000 * s.time_prefill / len(flat),
+            kc=kc,
+            c_per_draft_pass=kc / out["draft_passes_per_round"] if out["draft_passes_per_round"] else 0.0,
+            V=V,
+            predicted_speedup=predicted,
+            efficiency=out["speedup"] / predicted,
+        )
+    return out
+
+
+def measure(
+    methods,
+    temperatures=(0.0, 1.0),
+    prompts: int = 20,
+    max_new_tokens: int = 64,
+    repeats: int = 3,
+    preset: str = "tiny-code",
+    device=None,
+    quiet: bool = False,
+    command: str = "",
+) -> dict:
+    """Run the benchmark in this process and return its report (a dict of plain numbers, as bench.json).
+    `ar` (plain decoding through the same engine) is always measured first: it is the baseline."""
+    target, draft, tok = zoo.load_pair(preset, device=device)
+    device, eos = hf.device_of(target), tok.eos_token_id
+    texts = zoo.heldout_prompts(prompts)
+    prompts = [torch.tensor(tok.encode(p), device=device) for p in texts]
+    specs = ["ar"] + [m for m in methods if m != "ar"]
+    from specdec_lib.methods import METHODS
+
+    skipped = {}
+    if (
+        preset in zoo.HUB_PRESETS
+    ):  # the hub presets have no trained proposers: only methods without zoo weights
+        for m in list(specs):
+            entry = METHODS.get(m.partition(":")[0])
+            if entry is not None and entry.zoo_weights:
+                skipped[m] = f"no zoo weights for preset {preset}"
+                specs.remove(m)
+    runners = {m: make_runner(m, target, draft, eos) for m in specs}
+    for fn in runners.values():  # warm-up: every path once (kernels, caches, lazy imports)
+        for t in temperatures:
+            fn(prompts[0][-32:], 8, t, 0)
+    from tqdm.auto import tqdm
+
+    total = len(temperatures) * repeats * len(prompts) * len(specs)
+    bar = tqdm(total=total, desc="bench", unit="decode", file=sys.stderr, disable=quiet)
+    results, errors = {}, []
+    for t in temperatures:
+        runs = {m: [[] for _ in range(repeats)] for m in specs}
+        for rep in range(repeats):
+            for p, ids in enumerate(prompts):
+                for m in specs:  # interleaved: every method on this prompt before the next prompt
+                    runs[m][rep].append(runners[m](ids, max_new_tokens, t, 1000 * rep + p))
+                    bar.update()
+                    if t == 0 and runs[m][rep][p].tokens != runs["ar"][rep][p].tokens:
+                        errors.append(
+                            f"T=0 {m}: prompt {p} (repeat {rep}) differs from plain greedy decoding"
+                        )
+        base = runs["ar"]
+        t1 = sum(r.seconds - r.stats.time_prefill for rep in base for r in rep) / sum(
+            r.stats.target_forwards for rep in base for r in rep
+        )
+        rows = {}
+        for m in specs:
+            rows[m] = summarise(runs[m], base, t1)
+            rows[m]["greedy_identical"] = (
+                sum(
+                    runs[m][i][p].tokens == base[i][p].tokens
+                    for i in range(repeats)
+                    for p in range(len(prompts))
                 )
-                outs.append(out)
-                spent += dt
-            line += f"; T={args.temperature:g} " + summary(outs, spent, ar_sampled)
-        print(line, flush=True)
-    return ok
-
-
-def _timed(fn):
-    t0 = time.perf_counter()
-    out = fn()
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-    return out, time.perf_counter() - t0
-
-
-def speed(args) -> bool:
-    target, draft, tok = zoo.load_pair(args.preset)
-    device = sd.hf.device_of(target)
-    prompts = _encode(tok, zoo.heldout_prompts(args.prompts), device)
-    eos = tok.eos_token_id
-    n = args.new_tokens
-
-    def ours(k):
-        def run(ids):
-            out = sd.generate(
-                target, ids, n, None if k == 0 else sd.DraftModelProposer(draft, k), eos_token_id=eos
+                if t == 0
+                else None
             )
-            return out.tokens, out.stats.tau
+        rows["ar"]["t1_ms"] = 1000 * t1
+        results[f"{t:g}"] = rows
+    bar.close()
+    return {
+        "command": command,
+        "preset": preset,
+        "device": str(device),
+        "threads": torch.get_num_threads(),
+        "machine": platform.processor() or platform.machine(),
+        "torch": torch.__version__,
+        "transformers": hf.version(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "prompts": len(prompts),
+        "max_new_tokens": max_new_tokens,
+        "repeats": repeats,
+        "temperatures": list(temperatures),
+        "methods": specs,
+        "skipped": skipped,
+        "errors": errors,
+        "results": results,
+    }
 
-        return run
 
-    def theirs(k):
-        def run(ids):
-            extra = (
-                {}
-                if k is None
-                else {
-                    "num_assistant_tokens": k,
-                    "num_assistant_tokens_schedule": "constant",
-                    "assistant_confidence_threshold": 0.0,
-                }
-            )
-            with torch.inference_mode():
-                out = target.generate(
-                    ids[None],
-                    assistant_model=draft,
-                    do_sample=False,
-                    max_new_tokens=n,
-                    eos_token_id=eos,
-                    pad_token_id=eos,
-                    **extra,
-                )
-            return out[0, len(ids) :].tolist(), float("nan")
-
-        return run
-
-    def hf_plain(ids):
-        with torch.inference_mode():
-            out = target.generate(
-                ids[None], do_sample=False, max_new_tokens=n, eos_token_id=eos, pad_token_id=eos
-            )
-        return out[0, len(ids) :].tolist(), 1.0
-
-    def spec(name):
-        make = make_proposer(name, target, draft)
-
-        def run(ids):
-            out = sd.generate(target, ids, n, make(), eos_token_id=eos)
-            return out.tokens, out.stats.tau
-
-        return run
-
-    methods = [("ours, plain AR", 0, ours(0)), ("transformers generate (no draft)", 0, hf_plain)]
-    if args.what == "speed":
-        for k in args.ks:
-            methods.append(("ours, draft model", k, ours(k)))
-        for k in args.ks:
-            methods.append(("transformers assisted (constant k)", k, theirs(k)))
-        methods.append(("transformers assisted (its defaults)", "dyn", theirs(None)))
-    else:  # speed-methods: the --methods specs, interleaved with plain AR
-        methods += [(f"ours, {m}", "-", spec(m)) for m in args.methods]
-
-    for _, _, run in methods:  # warm up every path once
-        run(prompts[0][:16])
-    times = {i: [] for i in range(len(methods))}
-    tokens = {i: [] for i in range(len(methods))}
-    taus = {i: [] for i in range(len(methods))}
-    same = {i: 0 for i in range(len(methods))}
-    for _ in range(args.repeats):
-        for ids in prompts:
-            ref = None
-            for i, (_, _, run) in enumerate(methods):  # interleaved, so load drifts hit every method alike
-                (out, tau), dt = _timed(lambda run=run, ids=ids: run(ids))
-                ref = out if i == 0 else ref
-                times[i].append(dt / max(1, len(out)))
-                tokens[i].append(len(out))
-                taus[i].append(tau)
-                same[i] += out == ref
-    ar = times[0]
-    print(
-        f"\n{args.preset} pair on {device} ({torch.get_num_threads()} threads), {len(prompts)} held-out prompts x "
-        f"{args.repeats} repeats, greedy, up to {n} new tokens, transformers {sd.hf.version()}"
+def run(args) -> bool:
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    report = measure(
+        args.methods,
+        args.temperatures,
+        args.prompts,
+        args.max_new_tokens,
+        args.repeats,
+        args.preset,
+        args.device,
+        args.quiet,
+        command="python -m specdec_lib.bench " + " ".join(args.argv),
     )
-    print(f"{'method':38} {'k':>4} {'tau':>6} {'tokens/s':>9} {'speedup':>8} {'== AR':>7}")
-    for i, (name, k, _) in enumerate(methods):
-        tps = 1 / statistics.median(times[i])
-        speedup = statistics.median(a / b for a, b in zip(ar, times[i], strict=True))
-        tau = statistics.mean(taus[i]) if taus[i] and taus[i][0] == taus[i][0] else float("nan")
-        tau_s = f"{tau:6.2f}" if tau == tau else f"{'-':>6}"
-        print(f"{name:38} {k!s:>4} {tau_s} {tps:9.1f} {speedup:7.2f}x {same[i]:>3}/{len(ar):<3}")
-    return all(same[i] == len(ar) for i in same)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps(report, indent=1) + "\n")
+    (out / "bench.md").write_text(markdown(report))
+    try:
+        from specdec_lib.recap import plot_benchmark
+
+        plot_benchmark(report).savefig(out / "bench.png", dpi=110, bbox_inches="tight")
+    except ImportError:  # chapter 12 not exported yet: the numbers are written anyway
+        pass
+    print(markdown(report))
+    print(f"wrote {out / 'bench.json'}, {out / 'bench.md'}, {out / 'bench.png'}")
+    for e in report["errors"]:
+        print("ERROR:", e, file=sys.stderr)
+    return not report["errors"]
 
 
+def _f(x, spec="{:.2f}"):
+    return "-" if x is None or x != x else spec.format(x)
+
+
+def markdown(report) -> str:
+    """The report as Markdown tables: one per temperature."""
+    lines = [
+        f"Benchmark: `{report['command']}`",
+        "",
+        f"{report['preset']} on {report['device']} ({report['threads']} threads), {report['prompts']} held-out "
+        f"prompts x {report['max_new_tokens']} new tokens x {report['repeats']} repeats, torch {report['torch']}, "
+        f"transformers {report['transformers']}, {report['date']}. Speedup = total tokens / total time over "
+        "plain AR's, median of repeats [per-prompt quartiles]; predicted = tau / (1 + kc + V).",
+    ]
+    for t, rows in report["results"].items():
+        ar = rows["ar"]
+        lines += [
+            "",
+            f"**T = {t}** (plain AR: {ar['tokens_per_second']:.1f} tokens/s, t1 = {ar['t1_ms']:.2f} ms per pass)",
+            "",
+            "| method | tau | acceptance by position | tokens/s | speedup [quartiles] | draft / verify / other ms "
+            "per round | kc | V | predicted | efficiency | == greedy |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for m, r in rows.items():
+            acc = " ".join(_f(a) for a in r.get("acceptance_by_position", [])[:8])
+            ms = r.get("ms_per_round")
+            q = r["speedup_per_prompt_quartiles"]
+            same = (
+                ""
+                if r["greedy_identical"] is None
+                else f"{r['greedy_identical']}/{report['prompts'] * report['repeats']}"
+            )
+            lines.append(
+                f"| {m} | {_f(r['tau'])} | {acc or '-'} | {r['tokens_per_second']:.1f} | {r['speedup']:.2f}x "
+                f"[{q[0]:.2f} {q[1]:.2f} {q[2]:.2f}] | "
+                + (f"{ms['draft']:.1f} / {ms['verify']:.1f} / {ms['other']:.1f}" if ms else "-")
+                + f" | {_f(r.get('kc'))} | {_f(r.get('V'))} | {_f(r.get('predicted_speedup'))}"
+                f" | {_f(r.get('efficiency'))} | {same} |"
+            )
+    if report["skipped"]:
+        lines += ["", "Skipped: " + "; ".join(f"{m} ({why})" for m, why in report["skipped"].items())]
+    if report["errors"]:
+        lines += ["", "**ERRORS**: " + "; ".join(report["errors"])]
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------------- the zoo's report
 def zoo_report(args) -> bool:
     t0 = time.perf_counter()
     from transformers import LlamaForCausalLM  # noqa: F401  (the one-time import of the model code)
@@ -228,7 +425,7 @@ def zoo_report(args) -> bool:
     with torch.inference_mode():
         for p in prompts:
             ids = torch.tensor(tok.encode(p))
-            cont = torch.tensor(generate_ar(target, ids, args.new_tokens))
+            cont = torch.tensor(generate_ar(target, ids, args.max_new_tokens))
             seq = torch.cat([ids, cont])[None]
             t = target(input_ids=seq).logits[0, len(ids) - 1 : -1].argmax(-1)
             d = draft(input_ids=seq).logits[0, len(ids) - 1 : -1].argmax(-1)
@@ -236,7 +433,7 @@ def zoo_report(args) -> bool:
             total += len(t)
     print(
         f"greedy agreement (draft argmax == target argmax along the target's greedy continuation), "
-        f"{len(prompts)} test prompts x {args.new_tokens} tokens: {hit / total:.3f}"
+        f"{len(prompts)} test prompts x {args.max_new_tokens} tokens: {hit / total:.3f}"
     )
     ids = tok.encode(prompts[0])
     print("--- held-out prompt (end) ---\n" + prompts[0][-300:])
@@ -245,31 +442,28 @@ def zoo_report(args) -> bool:
 
 
 def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["lossless", "speed", "speed-methods", "zoo"], nargs="?", default="speed")
-    ap.add_argument("--preset", default="tiny-code")
-    ap.add_argument("--prompts", type=int, default=None)
-    ap.add_argument("--new-tokens", type=int, default=None)
-    ap.add_argument("--ks", default=None, help="comma-separated draft lengths")
-    ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument(
-        "--methods",
-        default="chain:1,chain:4,chain:8,tree:3-2-1,tree:3-3-3,medusa:16,mtp-independent,mtp-sequential",
-        help="for `lossless`: comma-separated specs, e.g. chain:3,tree:3-3-1,medusa:16,mtp-sequential:2",
-    )
-    ap.add_argument("--temperature", type=float, default=0.0, help="for `lossless`: also tau at this T")
+    ap.add_argument("what", choices=["run", "zoo"], nargs="?", default="run")
+    ap.add_argument("--methods", default=DEFAULT_METHODS, help="comma-separated specs (see above)")
+    ap.add_argument("--temperature", default="0,1", help="comma-separated temperatures, e.g. 0 or 0,1")
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--prompts", type=int, default=20, help="how many held-out prompts")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--preset", default="tiny-code", help="tiny-code (offline zoo), smollm2 or qwen3 (hub)")
+    ap.add_argument("--device", default=None, help="cpu, cuda, ... (default: CUDA when present)")
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    ap.add_argument("--out", default="_build/bench", help="folder for bench.json, bench.md, bench.png")
+    ap.add_argument("--quiet", action="store_true", help="no progress bar")
     args = ap.parse_args(argv)
-    defaults = {
-        "lossless": (50, 64, "1,4,8"),
-        "speed": (10, 64, "2,4,8"),
-        "speed-methods": (10, 64, ""),
-        "zoo": (50, 128, ""),
-    }[args.what]
-    args.prompts = args.prompts or defaults[0]
-    args.new_tokens = args.new_tokens or defaults[1]
-    args.ks = [int(k) for k in (args.ks or defaults[2]).split(",") if k]
+    args.argv = argv
     args.methods = [m for m in args.methods.split(",") if m]
-    ok = {"lossless": lossless, "speed": speed, "speed-methods": speed, "zoo": zoo_report}[args.what](args)
+    args.temperatures = [float(t) for t in args.temperature.split(",") if t]
+    if not args.temperatures or any(t < 0 for t in args.temperatures):
+        ap.error(f"--temperature takes non-negative numbers, got {args.temperature!r}")
+    if args.max_new_tokens < 1 or args.prompts < 1 or args.repeats < 1:
+        ap.error("--max-new-tokens, --prompts and --repeats must be >= 1")
+    ok = {"run": run, "zoo": zoo_report}[args.what](args)
     raise SystemExit(0 if ok else 1)
 
 

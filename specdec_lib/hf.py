@@ -119,6 +119,7 @@ def forward(
     position_ids: torch.Tensor | None = None,
     tree_mask: torch.Tensor | None = None,
     hidden_layers: tuple[int, ...] = (),
+    last_only: bool = False,
 ) -> ForwardOut:
     """Run `model` on new tokens `input_ids` ([n] or [1, n]) after what `cache` holds; append to `cache`.
 
@@ -131,6 +132,8 @@ def forward(
       i = 1 .. L-1 = the residual stream entering decoder layer i (layers counted from 0), i.e. leaving
       layer i-1, before any norm; -1 (= L) = the last layer's output after the final norm, as the LM
       head sees it. EAGLE reads -1; EAGLE-3 fuses (1, 3, 5) of our 6-layer target.
+    last_only: logits of the last position only ([1, V]): a prefill or a catch-up needs no others, and
+      the LM head over every position of a long prompt is a sizeable part of its cost.
     """
     if input_ids.dim() == 1:
         input_ids = input_ids[None]
@@ -157,12 +160,23 @@ def forward(
         kwargs["attention_mask"] = mask[None, None]
     if hidden_layers:
         kwargs["output_hidden_states"] = True
+    if last_only:
+        kwargs["logits_to_keep"] = 1
     out = model(input_ids=input_ids, **kwargs)
     hidden = {}
     if hidden_layers:
         for i in hidden_layers:
             hidden[i] = out.hidden_states[i][0]
     return ForwardOut(out.logits[0].float(), hidden)
+
+
+def forward_batch(model, input_ids: torch.Tensor, cache=None) -> torch.Tensor:
+    """Logits [B, n, V] (fp32) of B equal-length sequences [B, n] after what `cache` holds (batch B);
+    appends to `cache`. For cost measurements (chapter 12's sweep of tokens per pass); the engine is batch 1."""
+    kwargs = {"use_cache": cache is not None}
+    if cache is not None:
+        kwargs[_cache_kwarg(model)] = cache
+    return model(input_ids=input_ids, **kwargs).logits.float()
 
 
 def context_limit(model) -> int:

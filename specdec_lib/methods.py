@@ -4,7 +4,9 @@
     make_proposer("tree:3-2-1", target, draft)
     make_proposer("medusa:16", target)           # loads the zoo's trained heads for this target
     make_proposer("mtp-sequential:2", target, weights="random")   # untrained, for any target (tests)
-    make_proposer("eagle2:24", target)           # EAGLE-2's dynamic tree of 24 nodes
+    make_proposer("eagle2:24", target)           # EAGLE-2's dynamic tree of 24 nodes (depth 8)
+    make_proposer("eagle3:12-4", target)         # EAGLE-3 in a tree of 12 nodes, at most 4 deep
+    make_proposer("ngram:8", target)             # prompt lookup: no model, copies what followed before
     make_proposer("eagle3", target)              # EAGLE-3's drafter in EAGLE-2's tree (16 nodes)
 
 A spec is `NAME[:ARG]`. Every method the course builds is one `register(...)` call below; the bench,
@@ -174,20 +176,31 @@ def _eagle(arg, target, draft, weights):
     return EagleProposer(drafter, eagle_choices(acc, nodes))
 
 
+def _tree_budget(arg: str, name: str) -> dict:
+    """EAGLE-2's tree budget from "TOTAL" or "TOTAL-DEPTH" (default 16 nodes, depth 8)."""
+    total, dash, depth = arg.partition("-")
+    if dash and not (total and depth):
+        raise ValueError(f"{name}:TOTAL-DEPTH needs both numbers, got {arg!r}")
+    return {
+        "total_tokens": _int_arg(total, 16, f"{name}:TOTAL[-DEPTH]"),
+        "depth": _int_arg(depth, 8, f"{name}:TOTAL[-DEPTH]"),
+    }
+
+
 def _eagle2(arg, target, draft, weights):
     from specdec_lib.eagle2 import Eagle2Proposer
 
-    total = _int_arg(arg, 16, "eagle2:TOTAL")
+    budget = _tree_budget(arg, "eagle2")  # a bad spec fails before any weights load
     drafter, card = _eagle_drafter(target, weights)
     greedy_t = card.get("calibration", {}).get("greedy_temperature", 1.0)  # fitted by the zoo (chapter 08)
-    return Eagle2Proposer(drafter, total_tokens=total, greedy_temperature=greedy_t)
+    return Eagle2Proposer(drafter, greedy_temperature=greedy_t, **budget)
 
 
 def _eagle3(arg, target, draft, weights):
     from specdec_lib.eagle2 import Eagle2Proposer
     from specdec_lib.eagle3 import Eagle3Drafter, load_eagle3
 
-    total = _int_arg(arg, 16, "eagle3:TOTAL")
+    budget = _tree_budget(arg, "eagle3")
     if weights == "random":  # untrained, for any target; under 4 layers: taps at embeddings, middle, end
         from specdec_lib import hf
 
@@ -197,7 +210,7 @@ def _eagle3(arg, target, draft, weights):
     else:
         drafter, card = _zoo_module(target, "eagle3", load_eagle3)
         greedy_t = card["calibration"]["greedy_temperature"]
-    return Eagle2Proposer(drafter, total_tokens=total, greedy_temperature=greedy_t)  # chapter 08's tree
+    return Eagle2Proposer(drafter, greedy_temperature=greedy_t, **budget)  # chapter 08's tree
 
 
 def _dflash(arg, target, draft, weights):
@@ -240,6 +253,15 @@ def _dflash2(arg, target, draft, weights):
         load = lambda t: load_dflash2(t, mixing=mixing, selector=selector)  # noqa: E731
         drafter, _ = _zoo_module(target, f"dflash2+{part or 'both'}", load)
     return DFlash2Proposer(drafter, block_size=block)
+
+
+def _ngram(arg, target, draft, weights):
+    from specdec_lib.recap import PromptLookupProposer
+
+    k, dash, n = arg.partition("-")
+    if dash and not (k and n):
+        raise ValueError(f"ngram:K-N needs both numbers, got {arg!r}")
+    return PromptLookupProposer(_int_arg(k, 8, "ngram:K[-N]"), _int_arg(n, 3, "ngram:K[-N]"))
 
 
 register(
@@ -292,7 +314,8 @@ register(
     "eagle2",
     _eagle2,
     chapter=8,
-    summary="EAGLE-2: the same drafter grows a dynamic tree, keeping the TOTAL most confident nodes",
+    summary="EAGLE-2: the same drafter grows a dynamic tree, keeping the TOTAL most confident nodes "
+    "(eagle2:TOTAL-DEPTH also caps the depth, default 8)",
     example="eagle2:8",
     zoo_weights="eagle",
 )
@@ -301,7 +324,7 @@ register(
     _eagle3,
     chapter=9,
     summary="EAGLE-3: a token-predicting drafter on three fused target layers, trained with training-time "
-    "test, grows EAGLE-2's dynamic tree of TOTAL nodes",
+    "test, grows EAGLE-2's dynamic tree of TOTAL nodes (eagle3:TOTAL-DEPTH: at most DEPTH deep)",
     example="eagle3:8",
     zoo_weights="eagle3",
 )
@@ -323,4 +346,12 @@ register(
     "dflash2:B+mixing keep one part only (the ablation)",
     example="dflash2:4",
     zoo_weights="dflash2",
+)
+register(
+    "ngram",
+    _ngram,
+    chapter=12,
+    summary="prompt lookup: copy the K tokens that followed the latest earlier occurrence of the text's last "
+    "N (default 3, then fewer) tokens; no model at all",
+    example="ngram:4",
 )

@@ -19,14 +19,19 @@ from specdec_lib.autoregressive import (
 def ancestor_mask(parents) -> torch.Tensor:
     """Tree attention: [N, N] bool, True at (i, j) when node j is node i itself or one of its ancestors
     (explained in chapter 04). `parents[i]` is node i's parent (-1: none); parents come before their
-    children, so row i is its parent's row, already complete, plus node i itself."""
-    parents = torch.as_tensor(parents).tolist()
-    mask = torch.eye(len(parents), dtype=torch.bool)
-    for i, parent in enumerate(parents):
-        if parent >= i:
-            raise ValueError(f"node {i} has parent {parent}: a parent must come before its children")
-        if parent >= 0:
-            mask[i] |= mask[parent]
+    children. Every node climbs towards the root one level per step, all nodes at once, marking each
+    ancestor it passes: a few tensor operations per level instead of Python work per node."""
+    parents = torch.as_tensor(parents, dtype=torch.long).cpu().reshape(-1)
+    n = len(parents)
+    bad = (parents >= torch.arange(n)).nonzero()
+    if len(bad):
+        i = int(bad[0])
+        raise ValueError(f"node {i} has parent {int(parents[i])}: a parent must come before its children")
+    mask, rows, up = torch.eye(n, dtype=torch.bool), torch.arange(n), parents
+    while bool((up >= 0).any()):
+        climbing = up >= 0
+        mask[rows[climbing], up[climbing]] = True
+        up = torch.where(climbing, parents[up.clamp(min=0)], up)
     return mask
 
 
@@ -80,9 +85,12 @@ class DraftTree:
 
     def depth(self) -> torch.Tensor:
         """Depth of every node (children of the root have depth 1)."""
-        depth = torch.zeros(len(self), dtype=torch.long)
-        for i, parent in enumerate(self.parents.tolist()):
-            depth[i] = 1 if parent < 0 else depth[parent] + 1
+        parents = self.parents.cpu()
+        depth, up = torch.ones(len(self), dtype=torch.long), parents
+        while bool((up >= 0).any()):  # climb one level per step, all nodes at once
+            climbing = up >= 0
+            depth += climbing
+            up = torch.where(climbing, parents[up.clamp(min=0)], up)
         return depth
 
     def children(self) -> dict[int, list[int]]:
@@ -142,9 +150,13 @@ class Stats:
     prefill_forwards: int = 0
     draft_forwards: int = 0
     new_tokens: int = 0
+    # Where the time went, in seconds: the proposer's work (propose and update), the target's passes with
+    # the verification rule, the engine's own bookkeeping (cache commit, statistics), and the prefill
+    # with the proposer's start (once per generation, so it is kept apart from the per-round costs).
     time_draft: float = 0.0
     time_verify: float = 0.0
     time_other: float = 0.0
+    time_prefill: float = 0.0
 
     def record(self, verdict: Verdict, t_draft: float, t_verify: float, t_other: float) -> None:
         """One round: one target pass, its verdict, and where its time went."""
@@ -175,7 +187,7 @@ class Stats:
 
     @property
     def time_total(self) -> float:
-        return self.time_draft + self.time_verify + self.time_other
+        return self.time_draft + self.time_verify + self.time_other + self.time_prefill
 
     @classmethod
     def pool(cls, runs) -> "Stats":
@@ -187,7 +199,7 @@ class Stats:
             total.tree_sizes += s.tree_sizes
             for name in ("target_forwards", "prefill_forwards", "draft_forwards", "new_tokens"):
                 setattr(total, name, getattr(total, name) + getattr(s, name))
-            for name in ("time_draft", "time_verify", "time_other"):
+            for name in ("time_draft", "time_verify", "time_other", "time_prefill"):
                 setattr(total, name, getattr(total, name) + getattr(s, name))
         return total
 
@@ -249,7 +261,8 @@ class DraftModelProposer(Proposer):
         if k < 1:
             return None
         # Catch up: feed the committed tokens the draft has not seen (the pending token, maybe one more).
-        logits = hf.forward(self.draft, tokens[hf.cache_length(self.cache) :], self.cache).logits[-1]
+        seen = hf.cache_length(self.cache)
+        logits = hf.forward(self.draft, tokens[seen:], self.cache, last_only=True).logits[-1]
         self.forwards += 1
         drafted, qs = [], []
         for i in range(k):
@@ -332,7 +345,7 @@ def prefill(target, prompt: torch.Tensor, layers=()):
     cache = hf.new_cache(target)
     if len(prompt) == 1:
         return cache, {layer: hf.empty_hidden(target) for layer in layers}
-    return cache, hf.forward(target, prompt[:-1], cache, hidden_layers=layers).hidden
+    return cache, hf.forward(target, prompt[:-1], cache, hidden_layers=layers, last_only=True).hidden
 
 
 def verify_round(target, cache, tokens, tree, sampling, verify, generator=None, layers=(), room=1, eos=None):
@@ -396,7 +409,7 @@ def generate(
     cache, features = prefill(target, prompt, layers)
     if proposer is not None:
         proposer.start(target, prompt, sampling, generator, features)
-    stats.prefill_forwards, stats.time_other = int(len(prompt) > 1), clock.lap()
+    stats.prefill_forwards, stats.time_prefill = int(len(prompt) > 1), clock.lap()
     while stats.new_tokens < max_new_tokens:
         room = max_new_tokens - stats.new_tokens
         tree = proposer.propose(tokens, room - 1) if proposer is not None and room > 1 else None
@@ -406,11 +419,13 @@ def generate(
         )
         t_verify = clock.lap()
         tokens = commit(cache, tokens, verdict)
+        t_commit = clock.lap()
         if proposer is not None:
             proposer.update(tokens, verdict)
-        stats.record(verdict, t_draft, t_verify, clock.lap())
+        stats.record(verdict, t_draft + clock.lap(), t_verify, t_commit)  # update is the proposer's work
         if on_round is not None:
             on_round(tokens, verdict, cache)
+        stats.time_other += clock.lap()  # the statistics and the caller's hook: the engine's, not a method's
         if verdict.next_token == eos_token_id:
             break
     stats.draft_forwards = proposer.forwards if proposer is not None else 0

@@ -134,7 +134,8 @@ class TreeDraftProposer(Proposer):
         if not shape:
             return None
         # Catch up: feed the committed tokens the draft has not seen (at least the pending root).
-        logits = hf.forward(self.draft, tokens[hf.cache_length(self.cache) :], self.cache).logits[-1:]
+        seen = hf.cache_length(self.cache)
+        logits = hf.forward(self.draft, tokens[seen:], self.cache, last_only=True).logits
         self.forwards += 1
         start = len(tokens)  # the cache now holds exactly the committed tokens; the root is at start - 1
         node_tokens, parents, qs = [], [], []

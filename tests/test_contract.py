@@ -33,33 +33,6 @@ from specdec_lib.autoregressive import SamplingParams, generate_ar, process_logi
 from specdec_lib.layers import KVCache
 from specdec_lib.speculative import DraftTree, Proposer
 
-
-# ------------------------------------------------------------ a toy method, registered in one place
-class PromptLookupProposer(Proposer):
-    """Prompt lookup decoding: find the latest earlier occurrence of the last `n` tokens and propose
-    the `k` tokens that followed it (no model at all). Deterministic picks, so q is None."""
-
-    def __init__(self, k: int = 3, n: int = 2):
-        self.k, self.n = k, n
-
-    def propose(self, tokens, max_depth):
-        seq, k = tokens.tolist(), min(self.k, max_depth)
-        for start in range(len(seq) - self.n - 1, -1, -1):
-            if seq[start : start + self.n] == seq[-self.n :]:
-                drafted = seq[start + self.n : start + self.n + k]
-                return DraftTree.chain(tokens.new_tensor(drafted)) if drafted else None
-        return None
-
-
-# This one call is everything it takes to add a method: the bench, the registry and every contract
-# test below now know "ngram".
-methods.register(
-    "ngram",
-    lambda arg, target, draft, weights: PromptLookupProposer(k=int(arg or 3)),
-    chapter=0,
-    summary="prompt lookup: copy what followed the last earlier occurrence of the last two tokens",
-    example="ngram:3",
-)
 SPECS = [m.example for m in methods.METHODS.values()]
 
 
@@ -118,10 +91,17 @@ def _fresh_eagle(prop, target, tokens, tree):
 
 
 def _fresh_ngram(prop, target, tokens, tree):
-    want = PromptLookupProposer(prop.k, prop.n).propose(tokens, len(tree))
+    """Prompt lookup in plain Python: the latest earlier occurrence of the longest suffix (max_ngram
+    tokens, then fewer) that occurred before, and what followed it."""
+    seq, want = tokens.tolist(), None
+    for n in range(min(prop.max_ngram, len(seq) - 1), 0, -1):
+        starts = [i for i in range(len(seq) - n) if seq[i : i + n] == seq[-n:]]
+        if starts:
+            want = torch.tensor(seq[starts[-1] + n :][: len(tree)])
+            break
+    assert want is not None and want.tolist() == tree.tokens.tolist(), f"ngram drafted {tree.tokens.tolist()}"
     return [
-        (torch.nn.functional.one_hot(want.tokens, hf.vocab_size(target))[i].float(), 0)
-        for i in range(len(tree))
+        (torch.nn.functional.one_hot(want, hf.vocab_size(target))[i].float(), 0) for i in range(len(tree))
     ]
 
 
@@ -443,7 +423,10 @@ def test_registry_specs_and_errors(tiny):
     assert sd.make_proposer("tree:3-1", target, draft).branching == (3, 1)
     assert len(sd.make_proposer("eagle:5", target, weights="random").choices) == 5
     assert sd.make_proposer("eagle2:24", target, weights="random").total_tokens == 24
-    for bad in ("nope", "chain:0", "chain:x", "tree:2--1", 3, "eagle:0", "eagle2:-3", "eagle2:x", "eagle3:0"):
+    e3 = sd.make_proposer("eagle3:12-4", target, weights="random")
+    assert (e3.total_tokens, e3.depth) == (12, 4)
+    bad_specs = ("nope", "chain:0", "chain:x", "tree:2--1", 3, "eagle:0", "eagle2:-3", "eagle2:x", "eagle3:0")
+    for bad in bad_specs + ("eagle3:12-", "eagle2:8-0", "eagle3:1-2-3"):
         with pytest.raises(ValueError):
             sd.make_proposer(bad, target, draft)
     with pytest.raises(ValueError, match="needs a draft model"):

@@ -148,6 +148,20 @@ QUICK = {
         "hint": "what must p_t and q_t be conditioned on in chapter 03's rule, and what has the walk seen when "
         "it draws row t? (section 3)",
     },
+    12: {
+        "question": "A DFlash model card measures 3.5x over plain decoding with one request at a time, but 1.8x "
+        "with 32 requests decoded together, on the same GPU and the same drafter. What changed most?",
+        "options": {
+            "a": "the drafter's acceptance: batched requests are harder to predict",
+            "b": "the target's pass is no longer memory-bound at 32 x 16 tokens: the spare compute that made "
+            "verifying a block almost free is now spent on the batch itself, so verification costs real time",
+            "c": "rejection sampling is only exact for one request at a time",
+            "d": "the KV cache of the drafter no longer fits in memory",
+        },
+        "answer": "b",
+        "hint": "what does a pass cost as tokens per pass grow, and where on that curve are 32 x 16 tokens? "
+        "(section 7)",
+    },
 }
 
 

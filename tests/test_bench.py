@@ -1,0 +1,82 @@
+"""The benchmark harness: its definitions and its greedy-equality guard (timings are never asserted)."""
+
+import json
+
+import pytest
+
+from specdec_lib import bench
+from specdec_lib.speculative import Stats
+
+
+def _run(tokens, seconds, passes=1):
+    stats = Stats(target_forwards=passes, new_tokens=tokens, time_verify=seconds)
+    return bench.Run(list(range(tokens)), seconds, passes, stats)
+
+
+def test_speedup_is_total_tokens_over_total_time():
+    """Spec-Bench's definition, not the mean or median of per-prompt ratios: here the per-prompt ratios are
+    4.0 and 1.33 (median 2.67), but the method spent 1 s where plain decoding spent 2 s: exactly 2.0x."""
+    base = [[_run(10, 1.0, 10), _run(10, 1.0, 10)]]
+    mine = [[_run(10, 0.25, 4), _run(10, 0.75, 4)]]
+    out = bench.summarise(mine, base, t1=0.1)
+    assert out["speedup"] == pytest.approx(2.0)
+    assert out["tokens_per_second"] == pytest.approx(20.0)
+    assert out["speedup_per_prompt_range"] == pytest.approx([4 / 3, 4.0])
+    assert out["tau"] == pytest.approx(20 / 8)
+    # the analytic model: kc = 0 here, verify per round = 1.0 s / 8 rounds against t1 = 0.1 s
+    assert out["V"] == pytest.approx(0.125 / 0.1 - 1)
+    assert out["predicted_speedup"] == pytest.approx(out["tau"] / (1 + out["V"]))
+    assert out["efficiency"] == pytest.approx(out["speedup"] / out["predicted_speedup"])
+
+
+def test_measure_on_the_zoo_asserts_greedy_equality_and_reports_every_method():
+    specs = ["chain:2", "ngram:4", "hf-assisted:2", "hf-lookup:4"]
+    report = bench.measure(specs, (0.0, 1.0), prompts=2, max_new_tokens=8, repeats=2, quiet=True)
+    json.dumps(report)  # plain numbers only
+    assert report["errors"] == [] and report["methods"] == ["ar", *specs]
+    for t, rows in report["results"].items():
+        for m in ["ar", *specs]:
+            r = rows[m]
+            assert r["new_tokens"] == 2 * 2 * 8 and r["tau"] >= 1.0 and len(r["speedup_per_repeat"]) == 2
+            assert r["greedy_identical"] == (4 if t == "0" else None)
+        assert rows["ar"]["tau"] == 1.0 and rows["ar"]["t1_ms"] > 0
+        assert set(rows["chain:2"]["ms_per_round"]) == {"draft", "verify", "other"}
+        assert rows["ngram:4"]["draft_passes_per_round"] == 0  # prompt lookup runs no model
+        assert rows["hf-assisted:2"]["draft_passes_per_round"] > 0  # counted by the hook on the draft
+    text = bench.markdown(report)
+    assert all(f"| {m} |" in text for m in specs)
+
+
+def test_a_greedy_mismatch_is_an_error(monkeypatch, tmp_path):
+    """A method whose T = 0 output differs from plain decoding fails the run (exit code 1)."""
+    make = bench.make_runner
+
+    def broken(spec, *args):
+        run = make(spec, *args)
+        if spec != "ngram:4":
+            return run
+
+        def wrong(*a):
+            out = run(*a)
+            out.tokens = out.tokens[:-1] + [(out.tokens[-1] + 1) % 4096]
+            return out
+
+        return wrong
+
+    monkeypatch.setattr(bench, "make_runner", broken)
+    with pytest.raises(SystemExit) as exit_:
+        bench.main(["--methods", "ngram:4", "--temperature", "0", "--prompts", "1", "--max-new-tokens", "4",
+                    "--repeats", "1", "--quiet", "--out", str(tmp_path)])  # fmt: skip
+    assert exit_.value.code == 1
+    report = json.loads((tmp_path / "bench.json").read_text())
+    assert report["errors"] and "ngram:4" in report["errors"][0]
+    assert report["results"]["0"]["ngram:4"]["greedy_identical"] == 0
+
+
+def test_bad_arguments_are_refused():
+    for argv in (["--temperature", "-1"], ["--prompts", "0"], ["--max-new-tokens", "0"]):
+        with pytest.raises(SystemExit) as exit_:
+            bench.main(argv)
+        assert exit_.value.code == 2
+    with pytest.raises(ValueError, match="hf-assisted"):
+        bench._peer_settings("hf-assisted:0", draft=object())
