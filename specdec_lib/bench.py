@@ -12,20 +12,26 @@ alike). Methods are registry specs (`specdec_lib.methods`) or transformers' own 
     hf              model.generate, no drafter (transformers' plain decoding loop)
     hf-assisted:K   model.generate(assistant_model=draft), K drafted tokens per round, constant
     hf-assisted     the same with transformers' defaults (up to 20 tokens, stopped early when the draft's
-                    confidence falls under 0.4: its dynamic speculation length)
+                    confidence falls under 0.4: its dynamic speculation length; with scikit-learn
+                    installed, as on Colab, transformers also adapts that threshold as it goes)
     hf-assisted:heuristic   K starts at transformers' 20 and moves +2 / -1 after full / partial acceptance
-    hf-lookup:N     model.generate(prompt_lookup_num_tokens=N): prompt lookup, no drafter
+    hf-lookup:N     model.generate(prompt_lookup_num_tokens=N): prompt lookup, no drafter (it matches up to
+                    2 tokens and copies after the earliest occurrence; our `ngram` up to 3, the latest)
 
 Definitions (one of each, used everywhere):
 - speedup = (total new tokens / total seconds) of the method over the same ratio of `ar`, per repeat,
   median over repeats (Spec-Bench's); beside it the spread of the per-prompt ratios (quartiles).
 - tau = new tokens per target pass, pooled over every prompt (peers: counted with a hook on the target).
 - acceptance by position: chapter 02's conditional alpha_d, pooled.
-- t1 = the baseline's time per round (one target pass on one token plus its sampling); per round of a
-  method: draft (the proposer's propose + update), verify (the target pass + the verification rule),
-  other (the engine's commit and bookkeeping); prefill apart. kc = draft / t1, V = verify / t1 - 1, and
-  the analytic model of chapter 02 predicts speedup = tau / (1 + kc + V): the engine with no overhead
-  at all. Efficiency = measured speedup / predicted.
+- per round of one of our methods: draft (the proposer's propose + update; the first round's also holds
+  the drafter's own catch-up over the prompt), verify (the target pass + the verification rule), other
+  (the engine's commit and bookkeeping); the target's prefill is timed apart. t1 = the baseline's verify
+  time per round (one target pass on one token, plus its sampling).
+- kc = draft / t1, V = verify / t1 - 1, and chapter 02's model predicts the decoding speedup
+  tau / (1 + kc + V): drafting and verifying with no engine overhead, against a plain loop with none.
+- efficiency = the measured decoding speedup (the same ratio as `speedup`, with both sides' prefill
+  taken out, since the model has none) / predicted: what the engine's own work (other) costs, relative
+  to the plain loop's.
 At T = 0 every method's tokens must equal the baseline's on every prompt: a mismatch is an error (exit 1).
 Outputs: --out DIR gets bench.json, bench.md and bench.png. Timings depend on the machine and its load:
 compare rows of one run, never numbers across runs.
@@ -190,14 +196,24 @@ def _quartiles(xs):
     return [q[0], q[1], q[2]]
 
 
+def _ratio(runs, baseline, prefill: bool):
+    """Per repeat: (total tokens / total seconds) of runs over the same of baseline; with prefill=False
+    each run's (and the baseline's) prefill seconds are taken out first."""
+
+    def tps(rep):
+        cut = 0.0 if prefill else sum(r.stats.time_prefill for r in rep)
+        return sum(len(r.tokens) for r in rep) / (sum(r.seconds for r in rep) - cut)
+
+    return [tps(mine) / tps(base) for mine, base in zip(runs, baseline, strict=True)]
+
+
 def summarise(runs, baseline, t1):
-    """One method at one temperature. runs / baseline: [repeat][prompt] -> Run. t1: the baseline's
+    """One method at one temperature. runs / baseline: [repeat][prompt] -> Run. t1: the baseline's verify
     seconds per round. Returns a dict of plain numbers (see the module docstring for the definitions)."""
     repeats, prompts = len(runs), len(runs[0])
     tokens = [sum(len(r.tokens) for r in rep) for rep in runs]
     seconds = [sum(r.seconds for r in rep) for rep in runs]
-    base_tps = [sum(len(r.tokens) for r in rep) / sum(r.seconds for r in rep) for rep in baseline]
-    speedups = [tok / sec / b for tok, sec, b in zip(tokens, seconds, base_tps, strict=True)]
+    speedups = _ratio(runs, baseline, prefill=True)
     per_prompt = []
     for p in range(prompts):
         mine = statistics.median(len(runs[i][p].tokens) / runs[i][p].seconds for i in range(repeats))
@@ -231,8 +247,12 @@ def summarise(runs, baseline, t1):
             c_per_draft_pass=kc / out["draft_passes_per_round"] if out["draft_passes_per_round"] else 0.0,
             V=V,
             predicted_speedup=predicted,
-            efficiency=out["speedup"] / predicted,
+            decode_speedup=(decode := statistics.median(_ratio(runs, baseline, prefill=False))),
+            efficiency=decode / predicted,
         )
+    out["runs"] = [  # the raw measurements: every derived number above can be recomputed from them
+        [[len(r.tokens), round(r.seconds, 6), r.passes] for r in rep] for rep in runs
+    ]
     return out
 
 
@@ -277,16 +297,20 @@ def measure(
     for t in temperatures:
         runs = {m: [[] for _ in range(repeats)] for m in specs}
         for rep in range(repeats):
+            order = specs[rep % len(specs) :] + specs[: rep % len(specs)]  # who goes first rotates by repeat
             for p, ids in enumerate(prompts):
-                for m in specs:  # interleaved: every method on this prompt before the next prompt
+                for m in order:  # interleaved: every method on this prompt before the next prompt
                     runs[m][rep].append(runners[m](ids, max_new_tokens, t, 1000 * rep + p))
                     bar.update()
-                    if t == 0 and runs[m][rep][p].tokens != runs["ar"][rep][p].tokens:
-                        errors.append(
-                            f"T=0 {m}: prompt {p} (repeat {rep}) differs from plain greedy decoding"
-                        )
+            if t == 0:  # every method's greedy output against plain decoding's, prompt by prompt
+                errors += [
+                    f"T=0 {m}: prompt {p} (repeat {rep}) differs from plain greedy decoding"
+                    for m in specs
+                    for p in range(len(prompts))
+                    if runs[m][rep][p].tokens != runs["ar"][rep][p].tokens
+                ]
         base = runs["ar"]
-        t1 = sum(r.seconds - r.stats.time_prefill for rep in base for r in rep) / sum(
+        t1 = sum(r.stats.time_verify for rep in base for r in rep) / sum(
             r.stats.target_forwards for rep in base for r in rep
         )
         rows = {}
@@ -342,14 +366,16 @@ def run(args) -> bool:
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps(report, indent=1) + "\n")
     (out / "bench.md").write_text(markdown(report))
+    written = [out / "bench.json", out / "bench.md"]
     try:
         from specdec_lib.recap import plot_benchmark
 
         plot_benchmark(report).savefig(out / "bench.png", dpi=110, bbox_inches="tight")
+        written.append(out / "bench.png")
     except ImportError:  # chapter 12 not exported yet: the numbers are written anyway
         pass
     print(markdown(report))
-    print(f"wrote {out / 'bench.json'}, {out / 'bench.md'}, {out / 'bench.png'}")
+    print("wrote " + ", ".join(str(w) for w in written))
     for e in report["errors"]:
         print("ERROR:", e, file=sys.stderr)
     return not report["errors"]
@@ -367,13 +393,15 @@ def markdown(report) -> str:
         f"{report['preset']} on {report['device']} ({report['threads']} threads), {report['prompts']} held-out "
         f"prompts x {report['max_new_tokens']} new tokens x {report['repeats']} repeats, torch {report['torch']}, "
         f"transformers {report['transformers']}, {report['date']}. Speedup = total tokens / total time over "
-        "plain AR's, median of repeats [per-prompt quartiles]; predicted = tau / (1 + kc + V).",
+        "plain AR's, median of repeats [per-prompt quartiles]; predicted = tau / (1 + kc + V), the decoding "
+        "speedup with no engine overhead; efficiency = measured decoding speedup (prefill out) / predicted.",
     ]
     for t, rows in report["results"].items():
         ar = rows["ar"]
         lines += [
             "",
-            f"**T = {t}** (plain AR: {ar['tokens_per_second']:.1f} tokens/s, t1 = {ar['t1_ms']:.2f} ms per pass)",
+            f"**T = {t}** (plain AR: {ar['tokens_per_second']:.1f} tokens/s; t1 = {ar['t1_ms']:.2f} ms, its target "
+            "pass and sampling per token)",
             "",
             "| method | tau | acceptance by position | tokens/s | speedup [quartiles] | draft / verify / other ms "
             "per round | kc | V | predicted | efficiency | == greedy |",

@@ -86,6 +86,8 @@ class DraftTree:
     def depth(self) -> torch.Tensor:
         """Depth of every node (children of the root have depth 1)."""
         parents = self.parents.cpu()
+        if bool((parents >= torch.arange(len(self))).any()):  # a cycle would climb forever
+            raise ValueError("a parent must come before its children (nodes in topological order)")
         depth, up = torch.ones(len(self), dtype=torch.long), parents
         while bool((up >= 0).any()):  # climb one level per step, all nodes at once
             climbing = up >= 0

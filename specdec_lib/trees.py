@@ -135,7 +135,7 @@ class TreeDraftProposer(Proposer):
             return None
         # Catch up: feed the committed tokens the draft has not seen (at least the pending root).
         seen = hf.cache_length(self.cache)
-        logits = hf.forward(self.draft, tokens[seen:], self.cache, last_only=True).logits
+        logits = hf.forward(self.draft, tokens[seen:], self.cache, last_only=True).logits[-1:]
         self.forwards += 1
         start = len(tokens)  # the cache now holds exactly the committed tokens; the root is at start - 1
         node_tokens, parents, qs = [], [], []

@@ -11,7 +11,7 @@ from conftest import ExactLaw, continuation_logits, split_tables, tiny_model
 import specdec_lib as sd
 from specdec_lib import hf, rejection
 from specdec_lib.autoregressive import SamplingParams, generate_ar, generate_no_cache, process_logits
-from specdec_lib.speculative import DraftTree, Proposer
+from specdec_lib.speculative import DraftTree, Proposer, ancestor_mask
 
 PROMPTS = [[1, 2, 3], [5], [7, 7, 7, 7, 0, 3, 9], [15, 14, 13, 12, 11]]
 
@@ -243,3 +243,16 @@ def test_unsupported_transformers_is_refused_with_the_fix():
     for old in ("4.40.2", "4.55.9", "6.0.0"):
         with pytest.raises(ImportError, match=r"pip install 'transformers>=4.56,<6'"):
             hf.check_transformers_version(old)
+
+
+def test_a_tree_out_of_order_is_refused_not_looped_forever():
+    """Nodes must come after their parents: a cycle (or a self-parent) is an error in depth, flatten and
+    the ancestor mask, never an endless climb towards a root it cannot reach."""
+    for parents in ([1, 0], [0], [-1, 2, 1]):
+        tree = DraftTree(torch.arange(len(parents)), torch.tensor(parents))
+        with pytest.raises(ValueError, match="parent must come before"):
+            tree.depth()
+        with pytest.raises(ValueError, match="parent must come before"):
+            tree.flatten(root=5, prefix_len=3)
+        with pytest.raises(ValueError, match="parent must come before"):
+            ancestor_mask(parents)
