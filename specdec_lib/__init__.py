@@ -15,7 +15,7 @@ Generated from notebooks (edit the notebook, then `make export`):
     eagle3          chapter 09  fused taps, a reduced draft vocabulary, training-time test
     dflash          chapter 10  the block drafter with injected target context, its training mask and loss
     dflash2         chapter 11  local mixing (two-tap convolutions) and the path selector, their losses
-    recap           chapter 12  prompt lookup (a free drafter), the benchmark's plots, the cost of a pass
+    recap           chapter 12  prompt lookup (a free drafter), the benchmark's report and plots
 Hand-written support: methods (the method registry, `make_proposer`), zoo (offline models), hf (the
 transformers adapter), checks (exercise checkers), bench (the benchmark harness), _export (the notebook exporter).
 

@@ -153,21 +153,22 @@ def generate_no_cache(model, prompt_ids, max_new_tokens: int, eos_token_id: int 
 
 
 @torch.inference_mode()
-def time_forward(model, prefix_len: int, n_new: int, repeats: int = 7) -> float:
-    """Median seconds for one forward pass scoring `n_new` tokens after a cached prefix of `prefix_len`."""
+def time_forward(model, prefix_len: int, n_new: int, repeats: int = 7, batch: int = 1) -> float:
+    """Median seconds for one forward pass scoring `n_new` tokens after a cached prefix of `prefix_len`,
+    in each of `batch` sequences at once (chapter 12 sweeps the batch)."""
     device = hf.device_of(model)
     vocab = hf.vocab_size(model)
     g = torch.Generator().manual_seed(0)
-    prefix = torch.randint(0, vocab, (prefix_len,), generator=g).to(device)
-    new = torch.randint(0, vocab, (n_new,), generator=g).to(device)
+    prefix = torch.randint(0, vocab, (batch, prefix_len), generator=g).to(device)
+    new = torch.randint(0, vocab, (batch, n_new), generator=g).to(device)
     cache = hf.new_cache(model)
-    hf.forward(model, prefix, cache)
+    hf.forward_batch(model, prefix, cache)
     times = []
     for _ in range(repeats + 1):  # the first run warms up and is discarded
         if device.type == "cuda":
             torch.cuda.synchronize()
         t0 = time.perf_counter()
-        hf.forward(model, new, cache)
+        hf.forward_batch(model, new, cache)
         if device.type == "cuda":
             torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)

@@ -172,7 +172,7 @@ def forward(
 
 def forward_batch(model, input_ids: torch.Tensor, cache=None) -> torch.Tensor:
     """Logits [B, n, V] (fp32) of B equal-length sequences [B, n] after what `cache` holds (batch B);
-    appends to `cache`. For cost measurements (chapter 12's sweep of tokens per pass); the engine is batch 1."""
+    appends to `cache`. For cost measurements (chapter 01's `time_forward`); the engine is batch 1."""
     kwargs = {"use_cache": cache is not None}
     if cache is not None:
         kwargs[_cache_kwarg(model)] = cache

@@ -6,10 +6,9 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
 
 from specdec_lib import hf
-from specdec_lib.speculative import Clock, DraftTree, Proposer
+from specdec_lib.speculative import DraftTree, Proposer
 
 
 class PromptLookupProposer(Proposer):
@@ -129,23 +128,3 @@ def plot_benchmark(report):
     )
     fig.tight_layout()
     return fig
-
-
-@torch.inference_mode()
-def pass_cost(target, batch: int, new_tokens: int, context: int = 128, repeats: int = 5) -> float:
-    """Median seconds of ONE target pass scoring `new_tokens` tokens in each of `batch` sequences after a
-    cached context of `context` tokens each (random tokens): what verifying `new_tokens - 1` drafted tokens
-    per request costs at that batch. The first pass warms up and is discarded."""
-    device, vocab = hf.device_of(target), hf.vocab_size(target)
-    g = torch.Generator().manual_seed(0)
-    ctx = torch.randint(0, vocab, (batch, context), generator=g).to(device)
-    new = torch.randint(0, vocab, (batch, new_tokens), generator=g).to(device)
-    cache = hf.new_cache(target)
-    hf.forward_batch(target, ctx, cache)
-    clock, times = Clock(device), []
-    for _ in range(repeats + 1):
-        clock.lap()
-        hf.forward_batch(target, new, cache)
-        times.append(clock.lap())
-        hf.crop_cache(cache, context)
-    return float(np.median(times[1:]))
