@@ -12,12 +12,13 @@ OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HUB_DISABLE_PROGRESS_BARS=
            TRANSFORMERS_VERBOSITY=error PYTHONPATH=$(CURDIR)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv $(VENV) export lint unit nbval test book student bench zoo clean distclean
+.PHONY: help venv $(VENV) export lint unit nbval test book student check-site bench zoo clean distclean
 
 help:
 	@echo "make test     lint + unit tests + every notebook (offline, CPU)"
 	@echo "make book     build the website into _build/html"
 	@echo "make student  student notebooks without solutions, and their website (_build/student)"
+	@echo "make check-site  open every page of the built site in headless Chromium (after make book)"
 	@echo "make export   regenerate specdec_lib/<chapter>.py from the notebooks"
 	@echo "make lint | unit | nbval | bench | zoo | clean | distclean"
 
@@ -78,6 +79,16 @@ student: $(STAMP)
 	env $(OFFLINE) $(VENV)/bin/jupyter-book build _build/student --all -W --keep-going
 	$(PY) -m specdec_lib.student --check-site _build/student/_build/html
 	@echo "student site: _build/student/_build/html/index.html"
+
+# Every page of a built site in headless Chromium (Debian: apt-get install chromium chromium-driver), with
+# MathJax from a local copy of the npm package; screenshots in $(SHOTS). SITE=_build/student/_build/html
+# checks the student site.
+SITE    ?= _build/html
+SHOTS   ?= _build/screenshots
+MATHJAX := _build/mathjax/node_modules/mathjax
+check-site: $(STAMP)
+	@test -f $(MATHJAX)/es5/tex-mml-chtml.js || npm install --no-save --no-audit --no-fund --prefix _build/mathjax mathjax@3.2.2
+	$(PY) -m specdec_lib.check_site $(SITE) --mathjax $(MATHJAX) --screenshots $(SHOTS) --json $(SHOTS)/report.json
 
 # The full benchmark (about 30 minutes on 2 cores); e.g. make bench BENCH_ARGS="--methods chain:4,eagle3 --prompts 5".
 # Chapter 12 reads the committed report: BENCH_ARGS="--out book/data" refreshes it.

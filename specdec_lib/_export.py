@@ -78,7 +78,13 @@ if _root is None and "google.colab" in sys.modules:
     _root = Path("/content/specdec")
     if not _root.exists():
         subprocess.run(["git", "clone", "-q", "--depth", "1", "{REPO_URL}", str(_root)], check=True)
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "-e", str(_root)], check=True)
+    if not (_root / ".colab-installed").exists():
+        # specdec_lib and what it needs (transformers, safetensors, ...), but never a new torch: the constraint
+        # keeps the runtime's own CUDA build. An old transformers is upgraded into the supported range.
+        from importlib.metadata import version
+        Path("/tmp/specdec-keep-torch.txt").write_text(f"torch=={{version('torch')}}\\n")
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-c", "/tmp/specdec-keep-torch.txt", "-e", str(_root)], check=True)
+        (_root / ".colab-installed").touch()
 if _root is None:
     raise RuntimeError("specdec_lib not found: start Jupyter inside a clone of {REPO_URL} "
                        "(or run `make test` / `make book` there), or open this notebook in Colab.")

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import torch
 import transformers
-from transformers import DynamicCache
 
 SUPPORTED_TRANSFORMERS = ">=4.56,<6"
 
@@ -32,7 +31,9 @@ def check_transformers_version(version: str) -> None:
         )
 
 
+# Before anything else is imported from transformers: an old release fails here, with the fix.
 check_transformers_version(transformers.__version__)
+from transformers import DynamicCache  # noqa: E402
 
 
 @dataclass

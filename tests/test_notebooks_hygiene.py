@@ -206,3 +206,64 @@ def test_cells_holding_only_the_exporter_directive_are_removed_from_the_site():
                 assert "remove-cell" in cell["metadata"].get("tags", []), (
                     f"{nb.name}: tag the cell {src!r} remove-cell"
                 )
+
+
+# A figure's code at the top level of a cell: from `fig = plt.subplots(...)` (or `plt.figure(`) to `plt.show()`.
+_PLOT_START = re.compile(
+    r"^(fig\w*\s*(,\s*[\w()\s,]+)?=\s*plt\.(subplots|figure)\(|plt\.figure\(|fig\s*=\s*plot_\w+\()"
+)
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_plotting_code_sits_in_its_own_hide_input_cell(nb):
+    """The site folds plotting code (tag hide-input) so the prose and the computation stay in view: a cell
+    that computes something and then draws it is split, the drawing in a cell of its own."""
+    for cell in _load(nb)["cells"]:
+        src = _source(cell)
+        if cell["cell_type"] != "code" or cell["metadata"].get("tags") or src.startswith("#|"):
+            continue
+        lines = src.splitlines()
+        start = next((i for i, line in enumerate(lines) if _PLOT_START.match(line)), None)
+        if start is None or not any(line.strip() == "plt.show()" for line in lines[start:]):
+            continue
+        computes = [line for line in lines[:start] if line.strip() and not line.startswith("#")]
+        assert not computes, (
+            f"{nb.name}: put the figure of the cell starting {lines[0]!r} in its own hide-input cell"
+        )
+
+
+MARKDOWN_PAGES = [*NOTEBOOKS, *sorted((ROOT / "book").glob("*.md"))]
+
+
+def _markdown(path):
+    if path.suffix == ".md":
+        return [path.read_text(encoding="utf-8")]
+    return [_source(c) for c in _load(path)["cells"] if c["cell_type"] == "markdown"]
+
+
+@pytest.mark.parametrize("page", MARKDOWN_PAGES, ids=[p.name for p in MARKDOWN_PAGES])
+def test_display_maths_starts_a_block(page):
+    """`$$...$$` right after a line of text is read by MyST as `$` + inline maths + `$`: the site then shows
+    raw dollars. A displayed formula needs a blank line before it."""
+    for text in _markdown(page):
+        lines, in_maths = text.split("\n"), False
+        for i, line in enumerate(lines):
+            s = line.strip()
+            if not in_maths and s.startswith("$$"):
+                assert i == 0 or not lines[i - 1].strip(), f"{page.name}: blank line needed before {s[:50]!r}"
+                in_maths = not (len(s) > 2 and s.endswith("$$"))
+            elif in_maths and s.endswith("$$"):
+                in_maths = False
+
+
+def test_every_citation_is_in_the_bibliography():
+    """{cite:t}`key` in a chapter or page must name an entry of book/references.bib (the -W build would
+    fail later, on the full book only), and every entry is cited somewhere."""
+    bib = set(re.findall(r"^@\w+\{([^,]+),", (ROOT / "book" / "references.bib").read_text(), re.M))
+    cited = set()
+    for page in MARKDOWN_PAGES:
+        for text in _markdown(page):
+            for keys in re.findall(r"\{cite(?::\w+)?\}`([^`]+)`", text):
+                cited |= {k.strip() for k in keys.split(",")}
+    assert cited - bib == set(), f"cited but not in references.bib: {sorted(cited - bib)}"
+    assert bib - cited == set(), f"in references.bib but cited nowhere: {sorted(bib - cited)}"
