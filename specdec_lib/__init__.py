@@ -26,6 +26,37 @@ for you (greedy matching at temperature 0, lossless rejection sampling otherwise
 from __future__ import annotations
 
 __version__ = "0.1.0"
+SUPPORTED_TRANSFORMERS = ">=4.56,<6"  # pinned 5.23.0 in requirements.txt; all internals go through hf.py
+
+
+def check_transformers_version(version: str | None) -> None:
+    """Refuse an unsupported (or missing) transformers with the fix, instead of an obscure error later
+    (e.g. an old transformers on a Colab runtime)."""
+    if version is not None:  # (packaging comes with transformers)
+        from packaging.specifiers import SpecifierSet
+        from packaging.version import Version
+
+        if Version(version) in SpecifierSet(SUPPORTED_TRANSFORMERS):
+            return
+    found = "no transformers" if version is None else f"transformers {version}"
+    raise ImportError(
+        f"specdec_lib supports transformers {SUPPORTED_TRANSFORMERS}, but this environment has {found}. "
+        f"Install a supported one: pip install 'transformers{SUPPORTED_TRANSFORMERS}' (then restart the kernel)."
+    )
+
+
+def _installed_transformers() -> str | None:
+    # The installed release, read from its metadata: importing transformers here would slow down every
+    # `import specdec_lib`.
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("transformers")
+    except PackageNotFoundError:
+        return None
+
+
+check_transformers_version(_installed_transformers())
 
 # Names are resolved lazily, so a half-finished chapter never breaks the chapters before it.
 _NAMES = {

@@ -15,21 +15,10 @@ from dataclasses import dataclass
 import torch
 import transformers
 
-SUPPORTED_TRANSFORMERS = ">=4.56,<6"
-
-
-def check_transformers_version(version: str) -> None:
-    """Refuse an unsupported transformers at import, with the fix, instead of an obscure error later
-    (e.g. an old transformers on a Colab runtime)."""
-    from packaging.specifiers import SpecifierSet
-    from packaging.version import Version
-
-    if Version(version) not in SpecifierSet(SUPPORTED_TRANSFORMERS):
-        raise ImportError(
-            f"specdec_lib supports transformers {SUPPORTED_TRANSFORMERS}, but this environment has {version}. "
-            f"Install a supported one: pip install 'transformers{SUPPORTED_TRANSFORMERS}' (then restart the kernel)."
-        )
-
+# The supported range and its check live in the package's __init__ (`import specdec_lib` checks the installed
+# release); here the check runs again on the module actually imported, which differs when a notebook
+# upgraded transformers after importing it (e.g. on Colab, before a restart).
+from specdec_lib import SUPPORTED_TRANSFORMERS, check_transformers_version  # noqa: E402, F401
 
 # Before anything else is imported from transformers: an old release fails here, with the fix.
 check_transformers_version(transformers.__version__)

@@ -3,6 +3,7 @@ and lossless speculative sampling -- exactly (enumeration) and statistically (wi
 that the test must reject)."""
 
 import copy
+from pathlib import Path
 
 import pytest
 import torch
@@ -240,9 +241,33 @@ def test_unsupported_transformers_is_refused_with_the_fix():
 
     for ok in ("4.56.0", "5.23.0", "5.99.1"):
         hf.check_transformers_version(ok)
-    for old in ("4.40.2", "4.55.9", "6.0.0"):
+    for old in ("4.40.2", "4.55.9", "6.0.0", None):
         with pytest.raises(ImportError, match=r"pip install 'transformers>=4.56,<6'"):
             hf.check_transformers_version(old)
+
+
+def test_import_specdec_lib_refuses_an_old_installed_transformers(tmp_path):
+    """`import specdec_lib` itself (lazy chapters, no transformers import) checks the installed release:
+    a fake `transformers-4.40.2.dist-info` placed first on the path stands in for an old install."""
+    import subprocess
+    import sys
+
+    dist = tmp_path / "transformers-4.40.2.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: transformers\nVersion: 4.40.2\n")
+    code = f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import specdec_lib"
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1]
+    )
+    assert run.returncode != 0
+    assert "transformers 4.40.2" in run.stderr and "pip install 'transformers>=4.56,<6'" in run.stderr
+    ok = subprocess.run(
+        [sys.executable, "-c", "import specdec_lib"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert ok.returncode == 0, ok.stderr
 
 
 def test_a_tree_out_of_order_is_refused_not_looped_forever():

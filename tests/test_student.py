@@ -87,3 +87,25 @@ def test_the_site_check_finds_a_solution_through_syntax_highlighting(tmp_path):
     student_text = "\n".join(_src(c) for c in student_notebook(full)["cells"])
     page.write_text(f"<html><body><pre>{html.escape(student_text)}</pre></body></html>")
     assert site_leaks(site, nb_dir) == []
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_nbgrader_generate_assignment_rules(path):
+    """What `nbgrader generate_assignment` (ClearSolutions) requires, checked without nbgrader: it scans every
+    line of every cell, prose included, for the two delimiters, so they may appear only as whole comment lines
+    of solution cells, alternating BEGIN / END; and each nbgrader cell has its own grade_id."""
+    grade_ids = []
+    for cell in json.loads(path.read_text())["cells"]:
+        lines = _src(cell).split("\n")
+        raw = [line.strip() for line in lines if "BEGIN SOLUTION" in line or "END SOLUTION" in line]
+        if raw:
+            assert cell["cell_type"] == "code", f"{path.name}: nbgrader would cut this prose: {raw[0]!r}"
+            assert raw == [BEGIN, END] * (len(raw) // 2) and len(raw) % 2 == 0, f"{path.name}: {raw}"
+            assert cell["metadata"].get("nbgrader", {}).get("solution") is True, f"{path.name}: {raw[0]!r}"
+        if "solution" in cell["metadata"].get(
+            "tags", []
+        ):  # a note on why a solution works: nbgrader stubs it too
+            assert cell["metadata"].get("nbgrader", {}).get("solution") is True, f"{path.name}: {lines[0]!r}"
+        if "nbgrader" in cell["metadata"]:
+            grade_ids.append(cell["metadata"]["nbgrader"]["grade_id"])
+    assert len(grade_ids) == len(set(grade_ids)), f"{path.name}: duplicate grade_id"
