@@ -88,7 +88,8 @@ SHOTS   ?= _build/screenshots
 MATHJAX := _build/mathjax/node_modules/mathjax
 check-site: $(STAMP)
 	@test -f $(MATHJAX)/es5/tex-mml-chtml.js || npm install --no-save --no-audit --no-fund --prefix _build/mathjax mathjax@3.2.2
-	$(PY) -m specdec_lib.check_site $(SITE) --mathjax $(MATHJAX) --screenshots $(SHOTS) --json $(SHOTS)/report.json
+	$(PY) -m specdec_lib.check_site $(SITE) --mathjax $(MATHJAX) --screenshots $(SHOTS) --json $(SHOTS)/report.json \
+	  $(if $(findstring student,$(SITE)),--student)
 
 # The full benchmark (about 30 minutes on 2 cores); e.g. make bench BENCH_ARGS="--methods chain:4,eagle3 --prompts 5".
 # Chapter 12 reads the committed report: BENCH_ARGS="--out book/data" refreshes it.

@@ -13,7 +13,8 @@ It serves the built pages on localhost and opens every page in headless Chromium
 - the prose shows no raw markup: TeX delimiters such as `\\(` or `$$`, a `{directive}` or `{role}` that
   MyST did not parse, a code fence, escaped HTML such as `<details>`, or a Markdown table left as pipes;
 - chapter pages have the Colab launch button and badge, pointing at that chapter in the repository named
-  in `_config.yml`.
+  in `_config.yml`; on a student site (`--student`) they must have neither, since both open the full
+  notebooks.
 
 It writes a screenshot of every page (top of the page) and, where a page has maths, one scrolled to its
 first displayed formula, prints one line per page, and exits 1 if any check failed (2 if it could not run).
@@ -186,8 +187,11 @@ def site_pages(site: Path) -> list[str]:
     return sorted(p for p in pages if not p.startswith(skip))
 
 
-def judge(page: str, report: dict, missing_local: list[str], js_errors: list[str], wait: str) -> list[str]:
-    """The problems of one page, from what the browser reported (empty: the page is fine)."""
+def judge(
+    page: str, report: dict, missing_local: list[str], js_errors: list[str], wait: str, student: bool = False
+) -> list[str]:
+    """The problems of one page, from what the browser reported (empty: the page is fine). On a student site
+    (`student`), a chapter must have no Colab button or badge: they open the full notebooks."""
     problems = []
     if wait != "ok":
         problems.append(wait)
@@ -200,9 +204,13 @@ def judge(page: str, report: dict, missing_local: list[str], js_errors: list[str
     if expected is not None:
         if report["figures"] == 0:
             problems.append("a chapter page without a figure")
-        if expected not in report["launch"]:
+        if student:
+            links = [u for u in report["launch"] + report["badges"] if "colab.research.google.com" in u]
+            if links:
+                problems.append(f"a Colab link on the student site opens the full notebook: {links[0]}")
+        elif expected not in report["launch"]:
             problems.append(f"no Colab launch button for {expected} (found {report['launch']})")
-        if expected not in report["badges"]:
+        if not student and expected not in report["badges"]:
             problems.append(f"no Open in Colab badge for {expected} (found {report['badges']})")
     problems += [f"maths not typeset: «{t}»" for t in report["unrendered_maths"]]
     if report["tex_errors"]:
@@ -242,7 +250,12 @@ def _browser(chromium: str, chromedriver: str, profile: str):
 
 
 def check_site(
-    site: Path, mathjax: Path | None, shots: Path | None, chromium: str, chromedriver: str
+    site: Path,
+    mathjax: Path | None,
+    shots: Path | None,
+    chromium: str,
+    chromedriver: str,
+    student: bool = False,
 ) -> dict:
     """Open every page of the site in the browser; return {page: {"problems": [...], ...}}."""
     server = _Server(site, mathjax)
@@ -269,7 +282,7 @@ def check_site(
                 known = [e for e in js_errors if any(k in e for k in KNOWN_UPSTREAM)]
                 js_errors = [e for e in js_errors if e not in known]
                 external = sum(1 for e in logs if e["level"] == "SEVERE" and origin not in e["message"])
-                problems = judge(page, report, missing, js_errors, wait)
+                problems = judge(page, report, missing, js_errors, wait, student)
                 results[page] = {
                     "title": report["title"],
                     "figures": report["figures"],
@@ -303,6 +316,9 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--screenshots", type=Path, help="write a screenshot of every page here")
     ap.add_argument("--json", type=Path, help="write the whole report here")
+    ap.add_argument(
+        "--student", action="store_true", help="a student site: chapters must have no Colab button or badge"
+    )
     ap.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
     ap.add_argument("--chromedriver", default=shutil.which("chromedriver") or "/usr/bin/chromedriver")
     args = ap.parse_args(argv)
@@ -323,7 +339,9 @@ def main(argv=None) -> int:
         print("check-site: selenium is not installed: pip install -r requirements.txt")
         return 2
 
-    results = check_site(args.site, args.mathjax, args.screenshots, args.chromium, args.chromedriver)
+    results = check_site(
+        args.site, args.mathjax, args.screenshots, args.chromium, args.chromedriver, args.student
+    )
     width = max(len(p) for p in results)
     print(f"{'page':<{width}}  figures  maths  launch  external*  result")
     for page, r in results.items():

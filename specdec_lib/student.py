@@ -17,6 +17,10 @@ and `raise NotImplementedError`; a region at the top level (answers that are val
 `name = ...  # your answer` for each name it assigns. Markdown cells tagged `solution` (why a solution
 works) are dropped, and exercise cells lose the `hide-input` tag that folds the solution away on the
 full website. The checkers stay, so a student notebook runs and reports "not attempted" everywhere.
+
+The student site has no Colab launch button and the student notebooks no "Open in Colab" badge: both would
+open the full notebooks of the repository, solutions included. A teacher who wants Colab for students
+publishes the student notebooks (e.g. on a branch of their own) and points `repository:` at them.
 """
 
 from __future__ import annotations
@@ -31,6 +35,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+# The badge under a chapter's title (with the blank line after it), and the site's Colab launch button.
+COLAB_BADGE = re.compile(r"^\[!\[Open in Colab\]\([^)]*\)\]\([^)]*\)\n\n?", re.M)
+COLAB_LAUNCH = re.compile(r"^([ \t]+colab_url:.*\n)", re.M)
 ASSIGNED = re.compile(r"^(\w+)\s*=")
 
 
@@ -96,6 +103,8 @@ def student_notebook(nb: dict) -> dict:
         tags = cell.get("metadata", {}).get("tags", [])
         if "solution" in tags:
             continue
+        if cell["cell_type"] == "markdown" and COLAB_BADGE.search(_source(cell)):
+            cell["source"] = _lines(COLAB_BADGE.sub("", _source(cell)))
         if cell["cell_type"] == "code" and BEGIN in _source(cell):
             cell["source"] = _lines(strip_solutions(_source(cell)))
             cell["metadata"]["tags"] = [t for t in tags if t != "hide-input"]
@@ -174,8 +183,11 @@ def main(argv=None) -> int:
     if out.exists():
         shutil.rmtree(out)
     (out / "notebooks").mkdir(parents=True)
-    for name in ("_config.yml", "_toc.yml"):
-        shutil.copy(ROOT / name, out / name)
+    shutil.copy(ROOT / "_toc.yml", out / "_toc.yml")
+    config = (ROOT / "_config.yml").read_text(encoding="utf-8")
+    if not COLAB_LAUNCH.search(config):
+        raise ValueError("_config.yml: launch_buttons has no colab_url line to remove for the student site")
+    (out / "_config.yml").write_text(COLAB_LAUNCH.sub("", config), encoding="utf-8")
     shutil.copytree(ROOT / "book", out / "book")
     count = 0
     for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):

@@ -186,3 +186,11 @@ def test_browser_end_to_end_on_a_planted_site(tmp_path):
     for words in ("TeX delimiter", "TeX error", "nothere.png", "launch button"):
         assert words in problems, (words, problems)
     assert (tmp_path / "shots" / "notebooks__01_good-maths.png").stat().st_size > 1000
+
+
+def test_a_student_site_must_not_link_to_the_full_notebooks():
+    page, with_links = _report()
+    problems = cs.judge(page, with_links, [], [], "ok", student=True)
+    assert any("student site opens the full notebook" in p for p in problems), problems
+    page, without = _report(launch=[], badges=[])
+    assert cs.judge(page, without, [], [], "ok", student=True) == []

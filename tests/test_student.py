@@ -109,3 +109,19 @@ def test_nbgrader_generate_assignment_rules(path):
         if "nbgrader" in cell["metadata"]:
             grade_ids.append(cell["metadata"]["nbgrader"]["grade_id"])
     assert len(grade_ids) == len(set(grade_ids)), f"{path.name}: duplicate grade_id"
+
+
+def test_student_build_has_no_colab_link_to_the_full_notebooks(tmp_path):
+    """A Colab badge or launch button on the student site would open the repository's full notebooks."""
+    from specdec_lib.student import COLAB_BADGE, main
+
+    assert main(["--out", str(tmp_path / "student")]) == 0
+    config = (tmp_path / "student" / "_config.yml").read_text()
+    assert "colab_url" not in config and "launch_buttons:" in config
+    for path in NOTEBOOKS:
+        full = path.read_text()
+        assert COLAB_BADGE.search("".join(json.loads(full)["cells"][1]["source"])), (
+            path.name
+        )  # the regex still fits
+        student = (tmp_path / "student" / "notebooks" / path.name).read_text()
+        assert "colab.research.google.com" not in student, path.name
