@@ -84,7 +84,7 @@ student: $(STAMP)
 # MathJax from a local copy of the npm package; screenshots in $(SHOTS). SITE=_build/student/_build/html
 # checks the student site.
 SITE    ?= _build/html
-SHOTS   ?= _build/screenshots
+SHOTS   ?= $(if $(findstring student,$(SITE)),_build/screenshots-student,_build/screenshots)
 MATHJAX := _build/mathjax/node_modules/mathjax
 check-site: $(STAMP)
 	@test -f $(MATHJAX)/es5/tex-mml-chtml.js || npm install --no-save --no-audit --no-fund --prefix _build/mathjax mathjax@3.2.2

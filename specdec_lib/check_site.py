@@ -65,10 +65,12 @@ KNOWN_UPSTREAM = {
     "Got invalid theme mode": "pydata-sphinx-theme, first visit",
 }
 
+MATHJAX_WAIT_S = 20  # how long a page may take to load and typeset
+
 # One round trip into the page: wait for the load and MathJax's first typeset, then report.
 WAIT_JS = """
 const done = arguments[arguments.length - 1];
-const deadline = Date.now() + 20000;
+const deadline = Date.now() + 1000 * arguments[0];
 function ready() {
   if (document.readyState !== 'complete') return false;
   if (document.querySelector('.math') === null) return true;
@@ -153,9 +155,9 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         super().do_GET()
 
     def log_request(self, code="-", size="-"):
-        self.server.log.append(
-            (urllib.parse.urlsplit(self.path).path, int(code) if str(code).isdigit() else 0)
-        )
+        # send_error passes an HTTPStatus (an int; on Python 3.10 its str() is not the number)
+        code = int(code) if isinstance(code, int) else int(code) if str(code).isdigit() else 0
+        self.server.log.append((urllib.parse.urlsplit(self.path).path, code))
 
     def log_message(self, *args):  # quiet: the report says what matters
         pass
@@ -249,6 +251,42 @@ def _browser(chromium: str, chromedriver: str, profile: str):
     return driver
 
 
+def _check_page(driver, server, origin: str, page: str, shots: Path | None, student: bool) -> dict:
+    """Load one page, wait for MathJax, judge what the browser reports, take its screenshots."""
+    server.log.clear()
+    driver.get(f"{origin}/{page}")
+    wait = driver.execute_async_script(WAIT_JS, MATHJAX_WAIT_S)
+    report = driver.execute_script(REPORT_JS)
+    logs = driver.get_log("browser")
+    missing = sorted({p for p, code in server.log if code >= 400 and not p.endswith("favicon.ico")})
+    js_errors = [e["message"] for e in logs if e["level"] == "SEVERE" and origin in e["message"]]
+    js_errors = [e for e in js_errors if "Failed to load resource" not in e]  # counted as missing
+    known = [e for e in js_errors if any(k in e for k in KNOWN_UPSTREAM)]
+    js_errors = [e for e in js_errors if e not in known]
+    external = sum(1 for e in logs if e["level"] == "SEVERE" and origin not in e["message"])
+    if shots is not None:
+        name = page.removesuffix(".html").replace("/", "__")
+        driver.execute_script("window.scrollTo(0, 0)")
+        driver.save_screenshot(str(shots / f"{name}.png"))
+        shown = driver.execute_script(
+            "const m = document.querySelector('div.math mjx-container')"
+            " || document.querySelector('.math mjx-container');"
+            "if (m) m.scrollIntoView({block: 'center'});"
+            "return !!m;"
+        )
+        if shown:  # the first displayed formula (or inline, if the page has none)
+            driver.save_screenshot(str(shots / f"{name}-maths.png"))
+    return {
+        "title": report["title"],
+        "figures": report["figures"],
+        "maths": report["maths"],
+        "launch": bool(report["launch"]),
+        "external_unreachable": external,
+        "known_upstream_errors": len(known),
+        "problems": judge(page, report, missing, js_errors, wait, student),
+    }
+
+
 def check_site(
     site: Path,
     mathjax: Path | None,
@@ -261,47 +299,28 @@ def check_site(
     server = _Server(site, mathjax)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     origin = f"http://127.0.0.1:{server.server_address[1]}"
-    if shots is not None:
-        shutil.rmtree(shots, ignore_errors=True)
-        shots.mkdir(parents=True)
+    if shots is not None:  # clear only what an earlier run wrote there
+        shots.mkdir(parents=True, exist_ok=True)
+        for old in [*shots.glob("*.png"), shots / "report.json"]:
+            old.unlink(missing_ok=True)
     results = {}
     with tempfile.TemporaryDirectory() as profile:
         driver = _browser(chromium, chromedriver, profile)
         try:
             for page in site_pages(site):
-                server.log.clear()
-                driver.get(f"{origin}/{page}")
-                wait = driver.execute_async_script(WAIT_JS)
-                report = driver.execute_script(REPORT_JS)
-                logs = driver.get_log("browser")
-                missing = sorted(
-                    {p for p, code in server.log if code >= 400 and not p.endswith("favicon.ico")}
-                )
-                js_errors = [e["message"] for e in logs if e["level"] == "SEVERE" and origin in e["message"]]
-                js_errors = [e for e in js_errors if "Failed to load resource" not in e]  # counted as missing
-                known = [e for e in js_errors if any(k in e for k in KNOWN_UPSTREAM)]
-                js_errors = [e for e in js_errors if e not in known]
-                external = sum(1 for e in logs if e["level"] == "SEVERE" and origin not in e["message"])
-                problems = judge(page, report, missing, js_errors, wait, student)
-                results[page] = {
-                    "title": report["title"],
-                    "figures": report["figures"],
-                    "maths": report["maths"],
-                    "launch": bool(report["launch"]),
-                    "external_unreachable": external,
-                    "known_upstream_errors": len(known),
-                    "problems": problems,
-                }
-                if shots is not None:
-                    name = page.removesuffix(".html").replace("/", "__")
-                    driver.execute_script("window.scrollTo(0, 0)")
-                    driver.save_screenshot(str(shots / f"{name}.png"))
-                    if report["maths"]:
-                        driver.execute_script(
-                            "(document.querySelector('div.math mjx-container')"
-                            " || document.querySelector('.math mjx-container')).scrollIntoView({block: 'center'});"
-                        )
-                        driver.save_screenshot(str(shots / f"{name}-maths.png"))
+                try:
+                    results[page] = _check_page(driver, server, origin, page, shots, student)
+                except Exception as e:  # a page that breaks the browser session fails; the run goes on
+                    problem = f"the browser failed on this page: {type(e).__name__}: {e}".strip()
+                    results[page] = dict(
+                        title="",
+                        figures=0,
+                        maths=0,
+                        launch=False,
+                        external_unreachable=0,
+                        known_upstream_errors=0,
+                        problems=[problem],
+                    )
         finally:
             driver.quit()
             server.shutdown()
@@ -339,9 +358,13 @@ def main(argv=None) -> int:
         print("check-site: selenium is not installed: pip install -r requirements.txt")
         return 2
 
-    results = check_site(
-        args.site, args.mathjax, args.screenshots, args.chromium, args.chromedriver, args.student
-    )
+    try:
+        results = check_site(
+            args.site, args.mathjax, args.screenshots, args.chromium, args.chromedriver, args.student
+        )
+    except Exception as e:  # the browser or its driver did not start: nothing was checked
+        print(f"check-site: could not run the browser: {type(e).__name__}: {e}")
+        return 2
     width = max(len(p) for p in results)
     print(f"{'page':<{width}}  figures  maths  launch  external*  result")
     for page, r in results.items():

@@ -38,7 +38,7 @@ def output_law(p, q_drawn, q_reported=None):
 
 
 def verify_chain(tree: DraftTree, p: torch.Tensor, generator=None) -> tuple[list[int], int]:
-    """Speculative sampling for a chain (Leviathan et al. 2022, Chen et al. 2023).
+    """Speculative sampling for a chain (Leviathan et al. 2023, Chen et al. 2023).
 
     Accept drafted token x_i with probability min(1, p_i(x_i) / q_i(x_i)); at the first rejection emit
     a token from residual(p_i, q_i) and stop; if all are accepted emit a bonus token from p_{k+1}.

@@ -19,8 +19,8 @@ works) are dropped, and exercise cells lose the `hide-input` tag that folds the 
 full website. The checkers stay, so a student notebook runs and reports "not attempted" everywhere.
 
 The student site has no Colab launch button and the student notebooks no "Open in Colab" badge: both would
-open the full notebooks of the repository, solutions included. A teacher who wants Colab for students
-publishes the student notebooks (e.g. on a branch of their own) and points `repository:` at them.
+open the full notebooks of the repository, solutions included. (The copied landing and setup pages still
+describe them; a teacher who wants Colab for students hosts the student notebooks and links to them.)
 """
 
 from __future__ import annotations

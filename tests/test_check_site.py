@@ -194,3 +194,25 @@ def test_a_student_site_must_not_link_to_the_full_notebooks():
     assert any("student site opens the full notebook" in p for p in problems), problems
     page, without = _report(launch=[], badges=[])
     assert cs.judge(page, without, [], [], "ok", student=True) == []
+
+
+@pytest.mark.skipif(
+    not _HAVE_BROWSER, reason="needs Debian's chromium + chromium-driver and make check-site's MathJax"
+)
+def test_without_mathjax_every_formula_is_reported_and_the_run_goes_on(tmp_path, monkeypatch):
+    """No MathJax (offline, no local copy): each page fails with its formulas listed; no crash, screenshots
+    of the pages still written."""
+    pytest.importorskip("selenium")
+    monkeypatch.setattr(cs, "MATHJAX_WAIT_S", 2)
+    site = tmp_path / "site"
+    site.mkdir()
+    head = f'<script defer src="{cs.MATHJAX_CDN}es5/tex-mml-chtml.js"></script>'
+    body = "<article class='bd-article'><p>a <span class='math'>\\(x^2\\)</span></p></article>"
+    (site / "index.html").write_text(f"<html><head>{head}</head><body>{body}</body></html>")
+    (site / "other.html").write_text(f"<html><head>{head}</head><body>{body}</body></html>")
+    shots = tmp_path / "shots"
+    results = cs.check_site(site, None, shots, shutil.which("chromium"), shutil.which("chromedriver"))
+    for page in ("index.html", "other.html"):
+        problems = " | ".join(results[page]["problems"])
+        assert "maths not typeset" in problems and "timed out" in problems, problems
+        assert (shots / page.replace(".html", ".png")).is_file()

@@ -4,6 +4,7 @@ Every test is parametrized over ``notebooks/NN_*.ipynb``, so with no notebooks o
 non-parametrized tests run (and pytest still exits 0).
 """
 
+import ast
 import importlib.util
 import json
 import re
@@ -257,8 +258,8 @@ def test_display_maths_starts_a_block(page):
 
 
 def test_every_citation_is_in_the_bibliography():
-    """{cite:t}`key` in a chapter or page must name an entry of book/references.bib (the -W build would
-    fail later, on the full book only), and every entry is cited somewhere."""
+    """{cite:p}`key` in a chapter or page must name an entry of book/references.bib (the -W build would
+    fail later, on the full book only), and every entry is cited by a chapter where it is used."""
     bib = set(re.findall(r"^@\w+\{([^,]+),", (ROOT / "book" / "references.bib").read_text(), re.M))
     cited = set()
     for page in MARKDOWN_PAGES:
@@ -266,4 +267,60 @@ def test_every_citation_is_in_the_bibliography():
             for keys in re.findall(r"\{cite(?::\w+)?\}`([^`]+)`", text):
                 cited |= {k.strip() for k in keys.split(",")}
     assert cited - bib == set(), f"cited but not in references.bib: {sorted(cited - bib)}"
-    assert bib - cited == set(), f"in references.bib but cited nowhere: {sorted(bib - cited)}"
+    in_chapters = set()
+    for nb in NOTEBOOKS:
+        for text in _markdown(nb):
+            for keys in re.findall(r"\{cite(?::\w+)?\}`([^`]+)`", text):
+                in_chapters |= {k.strip() for k in keys.split(",")}
+    assert bib - in_chapters == set(), (
+        f"in references.bib but cited in no chapter: {sorted(bib - in_chapters)}"
+    )
+
+
+def _names(tree, ctx):
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ctx)}
+
+
+def _bound(tree):
+    """Names a cell binds anywhere: assignments, loop and comprehension variables, function arguments."""
+    return _names(tree, ast.Store) | {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)}
+
+
+def _top_level_assigned(tree):
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                names |= _names(target, ast.Store)
+    return names
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_folded_cells_hide_no_result_the_reader_needs(nb):
+    """A hide-input cell (folded on the site) only draws: no assert, and nothing it computes (other than the
+    figure's own fig/ax) is read by a later cell, or the reader would not see where that value came from.
+    Exercise cells (reference solutions, folded on purpose) are exempt."""
+    cells = [c for c in _load(nb)["cells"] if c["cell_type"] == "code"]
+    trees = []
+    for cell in cells:
+        try:
+            trees.append(ast.parse(_source(cell)))
+        except SyntaxError:
+            trees.append(ast.parse(""))
+    for i, cell in enumerate(cells):
+        if "hide-input" not in cell["metadata"].get("tags", []) or "BEGIN SOLUTION" in _source(cell):
+            continue
+        first = _source(cell).splitlines()[0]
+        assert not any(isinstance(n, ast.Assert) for n in ast.walk(trees[i])), (
+            f"{nb.name}: an assert in {first!r}"
+        )
+        for name in _top_level_assigned(trees[i]):
+            if re.fullmatch(r"fig\w*|ax\w*|_\w*", name):
+                continue
+            for later in trees[i + 1 :]:
+                free = _names(later, ast.Load) - _bound(later)
+                assert name not in free, f"{nb.name}: {name!r} is computed in the folded cell {first!r}"
+                if name in _bound(later):
+                    break
