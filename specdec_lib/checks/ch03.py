@@ -110,7 +110,7 @@ def check_seed_question(beta=..., residual=...) -> str:
     number) and the `residual` distribution (three numbers). Leave either as `...` while not attempted."""
     if beta is ... or residual is ... or beta is None or residual is None:
         status = NOT_ATTEMPTED
-        print(f"{_ICON[status]} seed question: {status} — set my_beta and my_residual to your answers")
+        print(f"{_ICON[status]} seed question: {status} — set my_beta and my_residual_dist to your answers")
         return status
 
     def cases(answer):
