@@ -38,7 +38,7 @@ import threading
 import urllib.parse
 from pathlib import Path
 
-from specdec_lib._export import BRANCH, REPO_URL
+from specdec_lib._export import colab_url
 
 MATHJAX_CDN = "https://cdn.jsdelivr.net/npm/mathjax@3/"
 LOCAL_MATHJAX = "/__mathjax__/"
@@ -178,8 +178,7 @@ def expected_launch_url(page: str) -> str | None:
     m = re.fullmatch(r"notebooks/(\d\d_\w+)\.html", page)
     if m is None:
         return None
-    repo = REPO_URL.removeprefix("https://github.com/")
-    return f"https://colab.research.google.com/github/{repo}/blob/{BRANCH}/notebooks/{m.group(1)}.ipynb"
+    return colab_url(f"{m.group(1)}.ipynb")
 
 
 def site_pages(site: Path) -> list[str]:

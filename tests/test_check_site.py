@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from specdec_lib import check_site as cs
+from specdec_lib._export import BRANCH, REPO_URL
 
 ROOT = Path(__file__).resolve().parents[1]
 MATHJAX = ROOT / "_build" / "mathjax" / "node_modules" / "mathjax"
@@ -48,10 +49,10 @@ def test_raw_markup_is_found(planted, kind):
 
 def test_launch_url_comes_from_the_book_config():
     url = cs.expected_launch_url("notebooks/03_rejection_sampling.html")
-    repo = cs.REPO_URL.removeprefix("https://github.com/")
+    repo = REPO_URL.removeprefix("https://github.com/")
     assert (
         url
-        == f"https://colab.research.google.com/github/{repo}/blob/{cs.BRANCH}/notebooks/03_rejection_sampling.ipynb"
+        == f"https://colab.research.google.com/github/{repo}/blob/{BRANCH}/notebooks/03_rejection_sampling.ipynb"
     )
     assert cs.expected_launch_url("book/setup.html") is None
     assert cs.expected_launch_url("index.html") is None
