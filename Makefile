@@ -7,7 +7,9 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9]*.ipynb))
 # Notebooks run offline and quietly, with the repo on the path (nbval, book build). No MPLBACKEND=Agg:
-# kernels must keep the inline backend, or the book pages lose every figure.
+# kernels must keep the inline backend, or the book pages lose every figure. nbval also runs them as on a
+# GPU runtime (tests/fake_cuda: torch.cuda.is_available() is True, any real CUDA use fails), so a chapter
+# that puts something on CUDA just because CUDA exists fails here, not on a learner's Colab.
 OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 \
            TRANSFORMERS_VERBOSITY=error PYTHONPATH=$(CURDIR)
 
@@ -48,7 +50,7 @@ nbval: $(STAMP)
 	failed=""; \
 	for nb in $(NOTEBOOKS); do \
 	  t0=$$(date +%s); \
-	  if env $(OFFLINE) $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env \
+	  if env $(OFFLINE) PYTHONPATH=$(CURDIR):$(CURDIR)/tests/fake_cuda $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env \
 	       --nbval-cell-timeout=300 $$nb; then \
 	    echo "nbval: $$nb passed in $$(( $$(date +%s) - t0 )) s"; \
 	  else \

@@ -479,7 +479,11 @@ def main(argv=None):
     ap.add_argument("--prompts", type=int, default=20, help="how many held-out prompts")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--preset", default="tiny-code", help="tiny-code (offline zoo), smollm2 or qwen3 (hub)")
-    ap.add_argument("--device", default=None, help="cpu, cuda, ... (default: CUDA when present)")
+    ap.add_argument(
+        "--device",
+        default=None,
+        help="cpu, cuda, ... (default: the preset's, see zoo.default_device: the CPU for tiny-code)",
+    )
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     ap.add_argument("--out", default="_build/bench", help="folder for bench.json, bench.md, bench.png")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")

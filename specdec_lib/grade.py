@@ -65,11 +65,13 @@ def checkers_imported(nb) -> set[str]:
 
 def exercises_of(nb) -> list[tuple[int, str]]:
     """(cell index, checker name) of every code cell that calls an imported checker at the top level
-    (a line that starts with `check_...(`); library helpers such as `self.check_vocab(...)` do not count."""
+    (a line that starts with `check_...(`); library helpers such as `self.check_vocab(...)` do not count,
+    nor do the chapters' folded reference-solution cells (tag "reference"): a full notebook handed in is
+    graded on the learner's own cells."""
     imported = checkers_imported(nb)
     out = []
     for i, cell in enumerate(nb.cells):
-        if cell.cell_type == "code":
+        if cell.cell_type == "code" and "reference" not in cell.get("metadata", {}).get("tags", []):
             found = [name for name in CHECK_CALL.findall(cell.source) if not imported or name in imported]
             if found:
                 out.append((i, found[-1]))

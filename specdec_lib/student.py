@@ -1,10 +1,15 @@
 """Student notebooks and a student website, without solutions (hand-written support code for teachers).
 
     python -m specdec_lib.student [--out _build/student]   # the notebooks and a copy of the book sources
+    python -m specdec_lib.student --sync                    # after editing an exercise: its learner's cell
     python -m specdec_lib.student --check-site _build/student/_build/html   # does a built site leak?
     make student                                            # ... then builds the student website
 
-Every exercise cell holds its reference solution between nbgrader's markers, so `nbgrader
+Every exercise has two cells in the chapters. The learner's cell comes first: the stub to replace and the
+checker call. The reference solution follows in a folded cell (`split_exercise` makes the pair): its
+source is hidden in JupyterLab and Jupyter Notebook (cell metadata `jupyter.source_hidden`), in Colab (a
+`# @title` first line with `cellView: form`) and on the website (tag `hide-input`), so a learner sees it
+only by choosing to open it. The reference holds its solution between nbgrader's markers, so `nbgrader
 generate_assignment` works on the notebooks as they are:
 
     def my_rerank(parents, logp, total):
@@ -12,7 +17,9 @@ generate_assignment` works on the notebooks as they are:
         ...
         ### END SOLUTION
 
-This module does the same without nbgrader. A region inside a function body becomes `# your code here`
+The learner's cell is exactly that cell's stub (`strip_solutions`; a test keeps the two in step), and
+a student notebook is the chapter without the reference cells (the stub inherits their nbgrader
+metadata). The stub rule: A region inside a function body becomes `# your code here`
 and `raise NotImplementedError`; a region at the top level (answers that are values) becomes
 `name = ...  # your answer` for each name it assigns. Markdown cells tagged `solution` (why a solution
 works) are dropped, and exercise cells lose the `hide-input` tag that folds the solution away on the
@@ -39,6 +46,9 @@ BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 COLAB_BADGE = re.compile(r"^\[!\[Open in Colab\]\([^)]*\)\]\([^)]*\)\n\n?", re.M)
 COLAB_LAUNCH = re.compile(r"^([ \t]+colab_url:.*\n)", re.M)
 ASSIGNED = re.compile(r"^(\w+)\s*=")
+# The learner's cell of an exercise, and the folded reference solution after it.
+EXERCISE_TAG, REFERENCE_TAG = "exercise", "reference"
+REFERENCE_TITLE = "# @title Reference solution: open it once you have tried (your cell is the one above)"
 
 
 def _source(cell) -> str:
@@ -95,12 +105,66 @@ def strip_solutions(source: str) -> str:
     return "\n".join(out)
 
 
+def is_reference(cell) -> bool:
+    return REFERENCE_TAG in cell.get("metadata", {}).get("tags", [])
+
+
+def reference_source(cell) -> str:
+    """A reference cell's source without its Colab title line (what the stub is made from)."""
+    src = _source(cell)
+    return src.split("\n", 1)[1] if src.startswith(REFERENCE_TITLE) else src
+
+
+def split_exercise(cell: dict) -> list[dict]:
+    """An exercise cell (its reference solution between the markers) as the learner's cell, holding the
+    stub and the checker call, followed by the reference cell, folded in Jupyter, Colab and on the site."""
+    if cell["cell_type"] != "code" or BEGIN not in _source(cell) or is_reference(cell):
+        return [cell]
+    learner = {
+        "cell_type": "code",
+        "execution_count": None,
+        "id": f"{cell['id']}-try",
+        "metadata": {"tags": [EXERCISE_TAG]},
+        "outputs": [],
+        "source": _lines(strip_solutions(_source(cell))),
+    }
+    reference = copy.deepcopy(cell)
+    meta = reference["metadata"]
+    tags = [t for t in meta.get("tags", []) if t not in ("hide-input", REFERENCE_TAG)]
+    meta["tags"] = [*tags, "hide-input", REFERENCE_TAG]  # hide-input: folded on the website
+    meta["jupyter"] = {**meta.get("jupyter", {}), "source_hidden": True}  # JupyterLab, Notebook 7
+    meta["cellView"] = "form"  # Colab: with the @title line, shows the title and hides the code
+    reference["source"] = _lines(f"{REFERENCE_TITLE}\n{_source(cell)}")
+    return [learner, reference]
+
+
+def sync_exercises(nb: dict) -> dict:
+    """The notebook with every exercise as its (learner, reference) pair: a new exercise cell is split,
+    and each learner's cell is rewritten as the stub of the reference after it (edit the reference, then
+    run `python -m specdec_lib.student --sync`)."""
+    nb = copy.deepcopy(nb)
+    cells = []
+    for cell in nb["cells"]:
+        if is_reference(cell) and cells and EXERCISE_TAG in cells[-1]["metadata"].get("tags", []):
+            cells[-1]["source"] = _lines(strip_solutions(reference_source(cell)))
+            cells.append(cell)
+        else:
+            cells += split_exercise(cell)
+    nb["cells"] = cells
+    return nb
+
+
 def student_notebook(nb: dict) -> dict:
     """A copy of a chapter notebook for students: stubs instead of solutions, no solution notes."""
     nb = copy.deepcopy(nb)
     cells = []
     for cell in nb["cells"]:
         tags = cell.get("metadata", {}).get("tags", [])
+        if is_reference(cell):  # the learner's cell before it is its stub: it takes the nbgrader metadata
+            if not cells or EXERCISE_TAG not in cells[-1]["metadata"].get("tags", []):
+                raise ValueError(f"reference cell {cell.get('id')} does not follow its exercise cell")
+            cells[-1]["metadata"]["nbgrader"] = cell["metadata"]["nbgrader"]
+            continue
         if "solution" in tags:
             continue
         if cell["cell_type"] == "markdown" and COLAB_BADGE.search(_source(cell)):
@@ -171,7 +235,21 @@ def main(argv=None) -> int:
         metavar="HTML_DIR",
         help="exit 1 if the built site in HTML_DIR shows any solution",
     )
+    ap.add_argument(
+        "--sync",
+        action="store_true",
+        help="split new exercise cells into the learner's cell and a folded reference, and rewrite every "
+        "learner's cell as the stub of its reference (in notebooks/, in place)",
+    )
     args = ap.parse_args(argv)
+    if args.sync:
+        for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+            text = path.read_text(encoding="utf-8")
+            new = json.dumps(sync_exercises(json.loads(text)), indent=1, ensure_ascii=False) + "\n"
+            if new != text:
+                path.write_text(new, encoding="utf-8")
+                print(f"synced {path.name}")
+        return 0
     if args.check_site:
         leaks = site_leaks(args.check_site)
         for leak in leaks:

@@ -37,9 +37,16 @@ class ZooUnavailableError(RuntimeError):
     """A preset cannot be loaded here (offline, or the zoo has not been trained)."""
 
 
-def default_device() -> torch.device:
-    """CUDA when present, else CPU."""
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+def default_device(name: str = "tiny-code") -> torch.device:
+    """Where `load_pair(name)` puts a preset when no device is asked for.
+
+    The offline zoo's models (a few million parameters) stay on the CPU, also on a GPU runtime: a pass
+    of so small a model is all launch overhead on a GPU, so it gains nothing there, and every tensor a
+    chapter builds without naming a device is then on the model's device too. The hub presets (real
+    models) go to CUDA when it is present."""
+    if name in HUB_PRESETS and torch.cuda.is_available():
+        return torch.device("cuda")
+    return torch.device("cpu")
 
 
 # ----------------------------------------------------------------------------------------- corpus
@@ -166,11 +173,11 @@ def _load_hub(name: str, device):
 def load_pair(name: str = "tiny-code", device=None):
     """``(target, draft, tokenizer)`` as ordinary ``transformers`` objects in eval mode.
 
-    ``"tiny-code"`` loads offline from this repository (CPU-sized, trained on the stdlib);
-    ``"smollm2"`` and ``"qwen3"`` come from the Hugging Face hub (for a GPU) and raise
-    :class:`ZooUnavailableError` quickly when offline.
+    ``"tiny-code"`` loads offline from this repository (CPU-sized, trained on the stdlib) onto the CPU
+    unless `device` says otherwise; ``"smollm2"`` and ``"qwen3"`` come from the Hugging Face hub (for a
+    GPU: CUDA when present) and raise :class:`ZooUnavailableError` quickly when offline.
     """
-    device = torch.device(device) if device is not None else default_device()
+    device = torch.device(device) if device is not None else default_device(name)
     if name in HUB_PRESETS:
         return _load_hub(name, device)
     if (ZOO_DIR / name).is_dir():
@@ -196,7 +203,8 @@ def save_weights(module, name: str, card: dict, preset: str = "tiny-code") -> Pa
 
 
 def load_weights(name: str, preset: str = "tiny-code", device=None) -> tuple[dict, dict]:
-    """(fp32 state dict, card) of a proposer the zoo ships, e.g. "medusa", "mtp-independent"."""
+    """(fp32 state dict, card) of a proposer the zoo ships, e.g. "medusa", "mtp-independent", on `device`
+    (default: the CPU, where `load_pair` puts the zoo's models; the chapters' `load_*` pass the target's)."""
     from safetensors.torch import load_file
 
     folder = ZOO_DIR / preset / name
@@ -205,7 +213,7 @@ def load_weights(name: str, preset: str = "tiny-code", device=None) -> tuple[dic
             f"the zoo has no {name!r} weights for preset {preset!r} (looked in {folder}); "
             f"train them with `python -m specdec_lib.zoo_train` (`--stage heads`, `eagle`, `eagle3`, `dflash` or `dflash2` for just the proposers)"
         )
-    device = torch.device(device) if device is not None else default_device()
+    device = torch.device(device) if device is not None else default_device(preset)
     state = {
         k: v.to(device, torch.float32 if v.is_floating_point() else v.dtype)
         for k, v in load_file(folder / "model.safetensors").items()

@@ -19,7 +19,7 @@ def test_reference_right_everything_else_wrong_with_a_hint(chapter, capsys):
     assert check_quick(chapter, REFERENCE[chapter]) == "correct"
     assert check_quick(chapter) == "not attempted" and check_quick(chapter, ...) == "not attempted"
     q = QUICK[chapter]
-    wrong = [x for x in q.get("options", {}) if x != q["answer"]]
+    wrong = [x for x in q.get("options", {}) if x != REFERENCE[chapter]]
     if "options" not in q:
         wrong = list(q["traps"]) + [q["answer"] + 0.1, -1.0]
     for answer in [*wrong, "zz", [1, 2], object()]:
@@ -27,7 +27,7 @@ def test_reference_right_everything_else_wrong_with_a_hint(chapter, capsys):
         assert check_quick(chapter, answer) == "incorrect", answer
         assert "incorrect — " in capsys.readouterr().out
     if "options" in q:
-        assert check_quick(chapter, f" ({q['answer'].upper()}) ") == "correct"  # forgiving about form
+        assert check_quick(chapter, f" ({REFERENCE[chapter].upper()}) ") == "correct"  # forgiving about form
     quick_question(chapter)
     assert q["question"] in capsys.readouterr().out
 
@@ -45,3 +45,29 @@ def test_every_chapter_has_its_quick_check_and_an_open_task(chapter):
     assert chapter in QUICK, f"chapter {chapter:02d} has no quick-check question in checks/quick.py"
     assert any(f"quick_question({chapter})" in s and f"check_quick({chapter}, " in s for s in sources)
     assert any(s.startswith("**Open task**") for s in sources)
+
+
+def test_multiple_choice_answers_are_not_guessable_from_their_form():
+    # the right option is stored by its text and placed by a hash: it must not sit under one letter, nor be
+    # the longest option, question after question
+    mc = {n: q for n, q in QUICK.items() if "options" in q}
+    letters = [REFERENCE[n] for n in mc]
+    assert max(letters.count(x) for x in set(letters)) <= len(mc) // 2, letters
+    longest = [n for n, q in mc.items() if all(len(q["right"]) > len(w) for w in q["wrong"])]
+    assert len(longest) <= len(mc) // 4, f"the right option is the longest in questions {longest}"
+    for n, q in mc.items():
+        assert q["options"][REFERENCE[n]] == q["right"] and len(q["wrong"]) >= 3
+
+
+@pytest.mark.parametrize("chapter", sorted(NOTEBOOKS))
+def test_the_notebooks_reference_answer_is_the_right_one(chapter, capsys):
+    # the letters move when an option's text changes: the reference in the notebook must follow
+    from specdec_lib.student import solution_regions
+
+    cells = json.loads(NOTEBOOKS[chapter].read_text())["cells"]
+    [cell] = [c for c in cells if f"check_quick({chapter}, " in "".join(c["source"])]
+    namespace = {}
+    for region in solution_regions("".join(cell["source"])):
+        exec("\n".join(region), namespace)  # a literal: my_choice = 'b' or my_number = 0.7
+    answers = [v for k, v in namespace.items() if k.startswith("my_")]
+    assert len(answers) == 1 and check_quick(chapter, answers[0]) == "correct", capsys.readouterr().out

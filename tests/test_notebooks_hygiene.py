@@ -324,3 +324,52 @@ def test_folded_cells_hide_no_result_the_reader_needs(nb):
                 assert name not in free, f"{nb.name}: {name!r} is computed in the folded cell {first!r}"
                 if name in _bound(later):
                     break
+
+
+# "section 7", "sections 6 and 7", "§10", "chapter 04, section 7", "chapter 04's section 7"
+SECTION_REF = re.compile(
+    r"(?:chapter (\d{2})(?:,|'s)? )?(?:\b[Ss]ections?|§) ?(\d+)((?:\s*(?:,|and|or|to|–|-)\s*\d+\b)*)"
+)
+SECTION_HEADING = re.compile(r"^## (\d+)\. ", re.M)
+
+
+def _sections(path):
+    """The numbers of a chapter's numbered sections (`## N. Title`)."""
+    cells = _load(path)["cells"]
+    return {
+        int(n) for c in cells if c["cell_type"] == "markdown" for n in SECTION_HEADING.findall(_source(c))
+    }
+
+
+def _texts_of_chapter(path):
+    """The notebook's cells, its checkers' module and its quick-check question: all may send a reader to
+    a section of this chapter (or, naming it, of another)."""
+    chapter = int(path.name[:2])
+    for c in _load(path)["cells"]:
+        yield f"cell {c.get('id')}", _source(c)
+    checks = PKG / "checks" / f"ch{chapter:02d}.py"
+    if checks.exists():
+        yield checks.name, checks.read_text(encoding="utf-8")
+    quick = (PKG / "checks" / "quick.py").read_text(encoding="utf-8")
+    block = re.search(rf"^    {chapter}: \{{\n(.*?)^    \}},", quick, re.S | re.M)
+    if block:
+        yield f"quick-check {chapter}", block.group(1)
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_section_references_point_at_existing_headings(nb):
+    by_number = {int(p.name[:2]): p for p in NOTEBOOKS}
+    bad = []
+    for where, text in _texts_of_chapter(nb):
+        for m in SECTION_REF.finditer(text):
+            chapter = int(m.group(1)) if m.group(1) else int(nb.name[:2])
+            if chapter not in by_number:
+                continue
+            numbers = [int(m.group(2)), *map(int, re.findall(r"\d+", m.group(3) or ""))]
+            sections = _sections(by_number[chapter])
+            missing = [n for n in numbers if n not in sections]
+            if missing:
+                bad.append(
+                    f"{where}: {m.group(0)!r} (chapter {chapter:02d} has no '## {missing[0]}.' heading)"
+                )
+    assert not bad, "\n".join(bad)

@@ -7,7 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from specdec_lib.student import BEGIN, END, solution_regions, strip_solutions, student_notebook
+from specdec_lib.student import (
+    BEGIN,
+    END,
+    EXERCISE_TAG,
+    REFERENCE_TITLE,
+    is_reference,
+    reference_source,
+    solution_regions,
+    strip_solutions,
+    student_notebook,
+    sync_exercises,
+)
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
@@ -47,7 +58,39 @@ def test_student_notebook_has_every_exercise_and_no_solution(path):
             body = _src(cell).split("\n", 2)[-1].strip().split("\n")[0]
             assert body and body not in student_text
     calls = lambda cells: re.findall(r"^check_\w+\(", "\n".join(_src(c) for c in cells), re.M)  # noqa: E731
-    assert calls(student["cells"]) == calls(full["cells"]), "every checker call stays"
+    learners = [c for c in full["cells"] if not is_reference(c)]
+    assert calls(student["cells"]) == calls(learners), "every checker call of the learner's cells stays"
+    stubs = [c for c in student["cells"] if EXERCISE_TAG in c["metadata"].get("tags", [])]
+    assert [c["metadata"]["nbgrader"]["grade_id"] for c in stubs] == [
+        c["metadata"]["nbgrader"]["grade_id"] for c in exercises
+    ], "each student stub carries its exercise's nbgrader metadata"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_reference_solutions_are_folded_where_learners_run(path):
+    """Each exercise is the learner's cell (the stub, visible) followed by its reference, folded in
+    JupyterLab / Notebook 7 (metadata jupyter.source_hidden), Colab (cellView form and an @title first
+    line) and on the website (tag hide-input); the stub is the reference's, so the two cannot drift."""
+    full = json.loads(path.read_text())
+    cells = full["cells"]
+    exercises = [i for i, c in enumerate(cells) if c["cell_type"] == "code" and BEGIN in _src(c)]
+    assert exercises
+    for i in exercises:
+        ref, learner = cells[i], cells[i - 1]
+        assert is_reference(ref), f"{path.name}: exercise cell {ref['id']} is not split (run student --sync)"
+        meta = ref["metadata"]
+        assert meta["jupyter"]["source_hidden"] is True and meta["cellView"] == "form"
+        assert _src(ref).startswith(REFERENCE_TITLE + "\n") and "hide-input" in meta["tags"]
+        assert EXERCISE_TAG in learner["metadata"]["tags"], (
+            f"{path.name}: no learner's cell before {ref['id']}"
+        )
+        assert not learner["metadata"].get("jupyter", {}).get("source_hidden")
+        assert "hide-input" not in learner["metadata"]["tags"] and "cellView" not in learner["metadata"]
+        assert _src(learner) == strip_solutions(reference_source(ref)), (
+            f"{path.name}: stale stub before {ref['id']}"
+        )
+        assert BEGIN not in _src(learner)
+    assert sync_exercises(full) == full, "python -m specdec_lib.student --sync would change this notebook"
 
 
 def test_stubs():

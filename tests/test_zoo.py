@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import os
 import platform
 import socket
 import time
@@ -174,3 +175,32 @@ def test_hub_presets_fail_fast_without_network_even_if_not_marked_offline(monkey
 def test_unknown_preset():
     with pytest.raises(ValueError, match="unknown zoo preset"):
         zoo.load_pair("nope")
+
+
+def test_the_tiny_zoo_stays_on_the_cpu_on_a_gpu_runtime(monkeypatch):
+    # On Colab's GPU runtime CUDA is available; the tiny pair and its proposers' weights still load on the
+    # CPU, where the chapters build their tensors (a device rule, checked on every notebook by make nbval).
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert zoo.default_device("tiny-code") == torch.device("cpu")
+    assert zoo.default_device("smollm2") == torch.device("cuda")
+    target, draft, _ = zoo.load_pair("tiny-code")
+    assert {p.device.type for m in (target, draft) for p in m.parameters()} == {"cpu"}
+    state, _ = zoo.load_weights("medusa")
+    assert {v.device.type for v in state.values()} == {"cpu"}
+
+
+def test_make_nbval_runs_the_notebooks_as_on_a_gpu_runtime():
+    # the fake-CUDA shim is on the notebooks' path in make nbval, and it does what it says
+    import subprocess
+    import sys
+
+    makefile = (Path(__file__).parents[1] / "Makefile").read_text()
+    assert "tests/fake_cuda" in makefile.split("\nnbval:")[1].split("\n\n")[0]
+    out = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parent / "fake_cuda")},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "True"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import traceback
 
 import torch
@@ -63,3 +64,39 @@ def as_int_list_pair(answer, names: tuple[str, str], hint: str) -> tuple[list[in
     except (TypeError, ValueError) as e:
         raise Incorrect(hint) from e
     return as_int_list(first, names[0]), as_int_list(second, names[1])
+
+
+# ------------------------------------------------------------------------------ multiple choice
+LETTERS = "abcdefgh"
+
+
+def lettered(key: str, right: str, wrong) -> dict[str, str]:
+    """A multiple-choice question's options as ``{letter: text}``.
+
+    The right option is stored by its text, never by a letter: the order comes from a hash of `key`
+    (the question's id) and each text, so it is the same on every machine and in every copy of the
+    notebook, and whoever writes a question does not choose where the right answer lands."""
+    texts = [right, *wrong]
+    if len(set(texts)) != len(texts) or len(texts) > len(LETTERS):
+        raise ValueError(f"{key}: options must be distinct, at most {len(LETTERS)}")
+    order = sorted(texts, key=lambda t: hashlib.sha1(f"{key}\n{t}".encode()).hexdigest())
+    return dict(zip(LETTERS, order))
+
+
+def letter_of(options: dict[str, str], text: str) -> str:
+    """The letter under which `options` shows `text`."""
+    return next(letter for letter, t in options.items() if t == text)
+
+
+def show_options(options: dict[str, str]) -> None:
+    for letter, text in options.items():
+        print(f"  ({letter}) {text}")
+
+
+def expect_choice(answer, options: dict[str, str], right: str, hint: str) -> None:
+    """Incorrect (with `hint`) unless `answer` is the letter of the option whose text is `right`."""
+    letters = list(options)
+    expect(isinstance(answer, str), f"answer with one letter among {letters}")
+    letter = answer.strip().lower().strip("()")
+    expect(letter in options, f"answer with one letter among {letters}")
+    expect(options[letter] == right, f"({letter}) is not it — {hint}")

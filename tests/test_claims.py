@@ -1,0 +1,137 @@
+"""Every measured speedup and tau the chapters' prose quotes agrees with the data it comes from.
+
+A number in a notebook's Markdown that reads as a speedup (``1.32×``) or a tau (``τ ≈ 6.5``) must be
+followed by a hidden source note, an HTML comment that Jupyter, Colab and the website all leave invisible:
+
+    <!-- claim: bench T=0 eagle3:16 speedup -->        book/data/bench.json, results["0"]["eagle3:16"]["speedup"]
+    <!-- claim: bench T=1 eagle:16 acceptance_by_position/0 -->
+    <!-- claim: card eagle3 experiments/results/eagle3:9/tau -->   specdec_lib/models/tiny-code/eagle3/card.json
+    <!-- claim: paper -->      a published figure: the same Markdown cell cites it ({cite:p} / {cite:t})
+    <!-- claim: formula -->    arithmetic on numbers the text states (an example, a model's prediction)
+
+A bench or card claim is checked: the data value, rounded to the quote's decimals, must read as the quote.
+So re-running the benchmark or retraining a drafter fails this test until the prose says what the new
+data says. Measurements a chapter makes itself are printed by its cells, never typed into its prose.
+
+    python tests/test_claims.py      # the list of quotes checked, with counts per chapter
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "book" / "data" / "bench.json"
+CARDS = ROOT / "specdec_lib" / "models" / "tiny-code"
+NUMBER = r"(\d+(?:\.\d+)?)"
+# A speedup: a number with × (or x) right after it, not a product such as 8×256, 0.1 × CE or 2 × `n`.
+SPEEDUP = re.compile(rf"(?<![\w.]){NUMBER}(?:×|x\b)(?!\s*\d)")
+# A tau: τ (or $\tau$) then a number, unless a formula goes on after it ($\tau = 1 + \alpha_1$).
+TAU = re.compile(
+    rf"(?:τ|\\tau)\$?\s*(?:=|≈|\\approx|~|of|is|at|rises to|falls to|reaches)?\s*\$?\s*{NUMBER}"
+    r"(?!\s*(?:[-+−*/^]|\\cdot|\\times|\\frac))"
+)
+CLAIM = re.compile(r"\s*[$*_)\]]*\s*<!--\s*claim:\s*(.*?)\s*-->")
+FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+
+
+def notebooks():
+    return sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def quotes(path: Path):
+    """(chapter, cell index, quoted number, kind, claim or None, cell text) for every quote in the prose."""
+    nb = json.loads(path.read_text())
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] != "markdown":
+            continue
+        text = FENCE.sub("", "".join(cell["source"]))
+        found = [(m, "speedup") for m in SPEEDUP.finditer(text)] + [(m, "tau") for m in TAU.finditer(text)]
+        for m, kind in sorted(found, key=lambda f: f[0].start()):
+            claim = CLAIM.match(text, m.end())
+            yield path.name[:2], i, m.group(1), kind, claim.group(1) if claim else None, text
+
+
+def _walk(data, path: str):
+    for key in path.split("/"):
+        data = data[int(key)] if isinstance(data, list) else data[key]
+    return data
+
+
+def resolve(claim: str):
+    """The data value a bench or card claim names (KeyError/IndexError when it names nothing)."""
+    kind, *rest = claim.split()
+    if kind == "bench":
+        temperature, method, field = rest
+        if not temperature.startswith("T="):
+            raise KeyError(f"bench claims name a temperature as T=0 or T=1, got {temperature!r}")
+        results = json.loads(BENCH.read_text())["results"]
+        return _walk(results[temperature[2:]][method], field)
+    if kind == "card":
+        name, field = rest
+        return _walk(json.loads((CARDS / name / "card.json").read_text()), field)
+    raise KeyError(f"unknown claim kind {kind!r}")
+
+
+def problem(number: str, claim: str | None, text: str) -> str | None:
+    """Why a quote fails, or None."""
+    if claim is None:
+        return "no <!-- claim: ... --> note after it (see this file's docstring)"
+    kind = claim.split()[0]
+    if kind == "paper":
+        return None if "{cite:" in text else "a paper's figure, but the cell cites no paper"
+    if kind == "formula":
+        return None
+    try:
+        value = float(resolve(claim))
+    except (KeyError, IndexError, ValueError, TypeError) as e:
+        return f"claim {claim!r} names no number in the data ({type(e).__name__}: {e})"
+    decimals = len(number.split(".")[1]) if "." in number else 0
+    shown = f"{value:.{decimals}f}"
+    return None if shown == number else f"the data says {shown} ({value:.4f}), the prose {number}"
+
+
+ALL = [q for path in notebooks() for q in quotes(path)]
+
+
+@pytest.mark.parametrize("chapter, cell, number, kind, claim, text", ALL, ids=lambda v: str(v)[:24])
+def test_quote_matches_its_data(chapter, cell, number, kind, claim, text):
+    why = problem(number, claim, text)
+    assert why is None, f"notebook {chapter}, cell {cell}: {kind} {number}: {why}"
+
+
+def test_the_detector_finds_quotes_and_skips_products():
+    text = (
+        "EAGLE-3 gains 1.32× and τ ≈ 6.5, $\\tau = 2.7$; batches of 8×256, 20 prompts x 64 tokens, "
+        "regression + 0.1 × soft CE, $\\tau = 1 + \\alpha_1$, 3x faster."
+    )
+    speedups = [m.group(1) for m in SPEEDUP.finditer(text)]
+    taus = [m.group(1) for m in TAU.finditer(text)]
+    assert speedups == ["1.32", "3"] and taus == ["6.5", "2.7"]
+
+
+def test_a_wrong_or_missing_claim_is_caught():
+    results = json.loads(BENCH.read_text())["results"]
+    true = results["0"]["eagle3:16"]["speedup"]
+    assert problem(f"{true:.2f}", "bench T=0 eagle3:16 speedup", "") is None
+    assert problem(f"{true + 0.05:.2f}", "bench T=0 eagle3:16 speedup", "") is not None
+    assert problem("1.3", None, "") is not None
+    assert problem("1.3", "bench T=0 no-such-method speedup", "") is not None
+    assert problem("3.05", "paper", "no citation here") is not None
+    assert problem("3.05", "paper", "as {cite:t}`li2024eagle2` report") is None
+
+
+if __name__ == "__main__":
+    counts = Counter()
+    for chapter, cell, number, kind, claim, text in ALL:
+        counts[chapter] += 1
+        why = problem(number, claim, text)
+        print(f"{chapter} cell {cell:3d} {kind:7s} {number:>6s}  {claim or '-':55s} {why or 'ok'}")
+    print("quotes per chapter:", dict(sorted(counts.items())), "total", sum(counts.values()))
+    sys.exit(0)
