@@ -89,10 +89,13 @@ if _root is None and "google.colab" in sys.modules:
         Path("/tmp/specdec-keep-torch.txt").write_text(f"torch=={{version('torch')}}\\n")
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-c", "/tmp/specdec-keep-torch.txt", "-e", str(_root)], check=True)
         (_root / ".colab-installed").touch()
-if _root is None:
-    raise RuntimeError("specdec_lib not found: start Jupyter inside a clone of {REPO_URL} "
-                       "(or run `make test` / `make book` there), or open this notebook in Colab.")
-if sys.path[0] != str(_root):
+if _root is None:  # no clone around: an installed specdec_lib (pip, a JupyterHub image, PYTHONPATH) will do
+    import importlib.util
+    if importlib.util.find_spec("specdec_lib") is None:
+        raise RuntimeError("specdec_lib not found: start Jupyter inside a clone of {REPO_URL} "
+                           "(or run `make test` / `make book` there), install it (pip install -e CLONE), "
+                           "or open this notebook in Colab.")
+elif sys.path[0] != str(_root):
     sys.path.insert(0, str(_root))"""
 
 _DEFAULT_EXP = re.compile(r"^#\|\s*default_exp\s+(\w+)\s*$", re.MULTILINE)

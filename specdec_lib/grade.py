@@ -1,20 +1,36 @@
 """Grade exercise notebooks (hand-written support code for teachers).
 
-    python -m specdec_lib.grade SUBMISSION.ipynb [MORE.ipynb ...] [--timeout 300] [--json grades.json]
+    python -m specdec_lib.grade SUBMISSION.ipynb [MORE.ipynb ...] [--csv gradebook.csv] [--feedback DIR]
+    python -m specdec_lib.grade --course COURSE_DIR --assignment ch03 [--csv ...] [--feedback ...]
+        # every COURSE_DIR/submitted/<student>/ch03/*.ipynb, nbgrader's layout
 
-Each submission is executed offline, top to bottom, in a fresh kernel started at the repository root
-(where the notebooks' first cell finds `specdec_lib`), with a per-cell timeout; a cell that raises does
-not stop the run. Every code cell that calls a checker (`check_...(`) is one exercise, graded by what the
-checker printed: correct, incorrect (with its hint) or not attempted. A cell that raised before its
-checker could report is "incorrect" with the exception; a notebook that cannot be read, or whose kernel
-dies or times out, marks its remaining exercises "incorrect" with the reason. The grader itself never
-crashes on a submission: it prints one table per submission and, with --json, writes every verdict.
+What is graded comes from the teacher's side, never from the submission:
+- the **chapter** is recognised by its cells' ids against the course's own notebooks (or `--source`); a
+  submission of another chapter, or of no chapter, is refused with the reason;
+- the **exercises and their points** come from that source notebook: every folded reference cell (tag
+  `reference`) is one exercise, worth its nbgrader `points` (1 when absent). An exercise whose cell the
+  submission lacks scores 0 ("missing");
+- the **notebook that runs** is the source notebook, with only the learner's cells (tag `exercise`) taken
+  from the submission: cells a student added or changed elsewhere are not run, and every reference cell is
+  left out. After each learner's cell the grader runs its own check: it reloads the checker's modules (a
+  checker redefined or patched by the student is gone) and calls the source's checker on the student's
+  answer, and the verdict is read from that cell's output alone;
+- a learner's cell that reads the checkers' reference answers (`REFERENCE`, `WRONG`, `_ref_...`) or
+  defines a `check_...` of its own scores 0 for that exercise ("not the student's own answer").
+
+It runs offline, in a fresh kernel at the repository root, with a per-cell timeout; a cell that raises
+does not stop the run. The grader runs student code with the permissions of whoever starts it: grade in
+a container or a throw-away account. It prints one table per submission, and writes every verdict as JSON
+(`--json`), a gradebook with a row per student and a column per exercise (`--csv`) and one feedback file
+per student (`--feedback DIR/<student>/<chapter>.txt`).
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import copy
+import csv
 import json
 import os
 import re
@@ -22,7 +38,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CHECK_CALL = re.compile(r"^(check_\w+)\s*\(", re.M)
+NB_DIR = ROOT / "notebooks"
 VERDICT = re.compile(
     r"^(?:✅|❌|⏳) (?P<title>.+?): (?P<verdict>correct|incorrect|not attempted)(?: — (?P<detail>.*))?$"
 )
@@ -32,12 +48,13 @@ OFFLINE = {
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",
     "TRANSFORMERS_VERBOSITY": "error",
 }
+CHEATS = {"REFERENCE", "WRONG"}  # the checkers' reference answers and planted wrong ones
+GRADER_TAG = "grader-check"
 
 
 def _text(outputs, name="stdout") -> str:
-    return "".join(
-        o.get("text", "") for o in outputs if o.get("output_type") == "stream" and o.get("name") == name
-    )
+    texts = [o.get("text", "") for o in outputs if o.get("output_type") == "stream" and o.get("name") == name]
+    return "".join("".join(t) if isinstance(t, list) else t for t in texts)
 
 
 def _error(outputs) -> str | None:
@@ -47,118 +64,315 @@ def _error(outputs) -> str | None:
     return None
 
 
-def checkers_imported(nb) -> set[str]:
-    """The names a notebook imports from `specdec_lib.checks` (its exercise checkers)."""
-    names = set()
-    for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        try:
-            tree = ast.parse(cell.source)
-        except SyntaxError:  # a half-written cell, or IPython syntax: it imports nothing we can see
-            continue
-        for node in ast.walk(tree):
+def _tags(cell) -> list[str]:
+    return cell.get("metadata", {}).get("tags", [])
+
+
+def _source(cell) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def _parse(source: str):
+    try:
+        return ast.parse(source)
+    except SyntaxError:  # a half-written cell, or IPython syntax
+        return None
+
+
+def checker_modules(nb) -> dict[str, str]:
+    """{checker name: module} for the checkers a notebook imports from `specdec_lib.checks`."""
+    out = {}
+    for cell in nb["cells"]:
+        tree = _parse(_source(cell)) if cell["cell_type"] == "code" else None
+        for node in ast.walk(tree) if tree else ():
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("specdec_lib.checks"):
-                names |= {alias.asname or alias.name for alias in node.names}
-    return names
-
-
-def exercises_of(nb) -> list[tuple[int, str]]:
-    """(cell index, checker name) of every code cell that calls an imported checker at the top level
-    (a line that starts with `check_...(`); library helpers such as `self.check_vocab(...)` do not count,
-    nor do the chapters' folded reference-solution cells (tag "reference"): a full notebook handed in is
-    graded on the learner's own cells."""
-    imported = checkers_imported(nb)
-    out = []
-    for i, cell in enumerate(nb.cells):
-        if cell.cell_type == "code" and "reference" not in cell.get("metadata", {}).get("tags", []):
-            found = [name for name in CHECK_CALL.findall(cell.source) if not imported or name in imported]
-            if found:
-                out.append((i, found[-1]))
+                out |= {
+                    a.asname or a.name: (node.module, a.name)
+                    for a in node.names
+                    if a.name.startswith("check_")
+                }
     return out
 
 
-def verdicts_of(nb, stopped: str | None = None) -> list[dict]:
-    """One verdict per exercise cell of an executed notebook. `stopped`: why execution ended early."""
+def expected_exercises(source) -> list[dict]:
+    """The exercises of a teacher's source notebook: for each folded reference cell, its nbgrader id and
+    points, the id of the learner's cell before it, and that cell's checker call (module, name, arguments)."""
+    modules = checker_modules(source)
+    cells = source["cells"]
+    out = []
+    for i, cell in enumerate(cells):
+        if "reference" not in _tags(cell):
+            continue
+        learner = cells[i - 1]
+        meta = cell["metadata"].get("nbgrader", {})
+        calls = [
+            node.value
+            for node in (_parse(_source(learner)) or ast.Module(body=[])).body
+            if isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Name)
+            and node.value.func.id in modules
+        ]
+        if "exercise" not in _tags(learner) or not calls:
+            raise ValueError(
+                f"reference cell {cell.get('id')} has no learner's cell with a checker call before it"
+            )
+        call = calls[-1]
+        module, name = modules[call.func.id]
+        out.append(
+            {
+                "grade_id": meta.get("grade_id", cell.get("id")),
+                "points": float(meta.get("points", 1)),
+                "cell_id": learner["id"],
+                "module": module,
+                "checker": name,
+                "args": ", ".join(
+                    ast.get_source_segment(_source(learner), a) for a in [*call.args, *call.keywords]
+                ),
+            }
+        )
+    return out
+
+
+def _ids(nb) -> set[str]:
+    return {c.get("id") for c in nb["cells"] if c.get("id")}
+
+
+def _title(nb) -> str:
+    """The chapter's title line (the first line of its first Markdown cell), e.g. '# 03 · Rejection sampling'."""
+    first = next((c for c in nb["cells"] if c.get("cell_type") == "markdown"), None)
+    return _source(first).strip().split("\n")[0].strip() if first else ""
+
+
+def find_source(submission, sources: list[Path]) -> tuple[Path | None, str]:
+    """The course notebook a submission was made from: the same title, and at least half of the source's
+    cells (by id) still there; or None and why."""
+    title, ids = _title(submission), _ids(submission)
+    for path in sources:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        if _title(nb) == title and len(_ids(nb) & ids) >= len(_ids(nb)) / 2:
+            return path, ""
+    names = ", ".join(p.name for p in sources) if len(sources) < 3 else "any chapter of the course"
+    return None, f"it is not {names}: its title is {title[:60]!r}"
+
+
+def own_answer_problem(source: str) -> str | None:
+    """Why a learner's cell is not the student's own answer, or None."""
+    tree = _parse(source)
+    for node in ast.walk(tree) if tree else ():
+        name = getattr(node, "id", None) or getattr(node, "attr", None) or getattr(node, "name", None)
+        if isinstance(node, ast.alias):
+            name = node.asname or node.name
+        if isinstance(name, str) and (name in CHEATS or name.startswith("_ref_")):
+            return f"the cell reads the checker's reference answers ({name}): not the student's own answer"
+        if isinstance(node, ast.FunctionDef | ast.Lambda) and getattr(node, "name", "").startswith("check_"):
+            return f"the cell defines its own {node.name}: not the student's own answer"
+        if isinstance(node, ast.Assign) and any(
+            getattr(t, "id", "").startswith("check_") for t in node.targets
+        ):
+            return "the cell replaces a checker: not the student's own answer"
+    return None
+
+
+def grader_cell(ex: dict) -> dict:
+    """The grader's own check after a learner's cell: fresh checker modules, the source's call."""
+    code = (
+        "import importlib as _g_importlib\n"
+        "import specdec_lib.checks._core as _g_core\n"
+        f"import {ex['module']} as _g_module\n"
+        "_g_importlib.reload(_g_core)\n"
+        "_g_importlib.reload(_g_module)\n"
+        f"_g_module.{ex['checker']}({ex['args']})\n"
+    )
+    meta = {"tags": [GRADER_TAG], "grade_id": ex["grade_id"]}
+    cell = {"cell_type": "code", "id": f"grader-{ex['grade_id']}", "metadata": meta, "source": code}
+    return cell | {"outputs": [], "execution_count": None}
+
+
+def graded_notebook(submission, source, exercises) -> tuple[dict, dict]:
+    """The notebook to run (the source, the learner's cells from the submission, a grader check after each)
+    and {grade_id: a reason it is not graded by running (missing, not the student's own)}."""
+    by_id = {c.get("id"): c for c in submission["cells"]}
+    by_cell = {ex["cell_id"]: ex for ex in exercises}
+    cells, skipped = [], {}
+    for cell in copy.deepcopy(source["cells"]):
+        if "reference" in _tags(cell) or "solution" in _tags(cell):
+            continue
+        if cell["cell_type"] == "code":
+            cell["outputs"], cell["execution_count"] = [], None
+        ex = by_cell.get(cell.get("id"))
+        if ex is None:
+            cells.append(cell)
+            continue
+        mine = by_id.get(ex["cell_id"])
+        if mine is None or mine.get("cell_type") != "code":
+            skipped[ex["grade_id"]] = "missing: the submission has no cell for this exercise"
+            continue
+        problem = own_answer_problem(_source(mine))
+        if problem:
+            skipped[ex["grade_id"]] = problem
+            continue
+        cell["source"] = _source(mine)
+        cells += [cell, grader_cell(ex)]
+    nb = copy.deepcopy(source)
+    nb["cells"] = cells
+    return nb, skipped
+
+
+def verdicts(nb, exercises, skipped, stopped: str | None = None) -> list[dict]:
+    """One row per expected exercise, from the grader cells' outputs (and the learner's cell before each)."""
+    cells = nb["cells"]
+    checked = {c["metadata"]["grade_id"]: i for i, c in enumerate(cells) if GRADER_TAG in _tags(c)}
     rows = []
-    for i, checker in exercises_of(nb):
-        outputs = nb.cells[i].get("outputs", [])
-        printed = [VERDICT.match(line) for line in _text(outputs).splitlines()]
-        printed = [m for m in printed if m]
-        error = _error(outputs)
-        if printed:
-            m = printed[-1]
-            row = {"verdict": m["verdict"], "title": m["title"], "detail": m["detail"] or ""}
-        elif error:
-            row = {"verdict": "incorrect", "title": checker, "detail": f"the cell raised {error}"}
+    for ex in exercises:
+        row = {"grade_id": ex["grade_id"], "checker": ex["checker"], "points": ex["points"]}
+        if ex["grade_id"] in skipped:
+            row |= {"verdict": "incorrect", "title": ex["checker"], "detail": skipped[ex["grade_id"]]}
         else:
-            reason = stopped or "the checker printed no verdict (was the call removed?)"
-            row = {"verdict": "incorrect", "title": checker, "detail": reason}
-        rows.append({"cell": i, "checker": checker, **row})
+            i = checked[ex["grade_id"]]
+            outputs = cells[i].get("outputs", [])
+            printed = [m for m in map(VERDICT.match, _text(outputs).splitlines()) if m]
+            raised = _error(cells[i - 1].get("outputs", []))
+            if printed and (printed[-1]["verdict"] == "correct" or not raised):
+                m = printed[-1]
+                row |= {"verdict": m["verdict"], "title": m["title"], "detail": m["detail"] or ""}
+            elif raised:
+                row |= {"verdict": "incorrect", "title": ex["checker"], "detail": f"the cell raised {raised}"}
+            else:
+                error = _error(outputs)
+                why = f"the answer could not be checked: {error}" if error else (stopped or "no verdict")
+                row |= {"verdict": "incorrect", "title": ex["checker"], "detail": why}
+        row["score"] = row["points"] if row["verdict"] == "correct" else 0.0
+        rows.append(row)
     return rows
 
 
-def grade(path: Path, timeout: int = 300) -> dict:
-    """Execute one submission and return {"submission", "exercises": [...], "correct", "total", "error"}."""
+def _execute(nb, timeout: int) -> str | None:
+    """Run a notebook in place (its cells get their outputs); returns why it stopped early, or None."""
     import nbformat
     from nbclient import NotebookClient
 
-    result = {"submission": str(path), "exercises": [], "correct": 0, "total": 0, "error": None}
-    try:
-        nb = nbformat.read(str(path), as_version=4)
-    except Exception as e:  # not a notebook, or broken JSON
-        result["error"] = f"cannot read the notebook: {type(e).__name__}: {e}"
-        return result
-    for cell in nb.cells:  # grade what the submission computes, not what it was saved with
-        if cell.cell_type == "code":
-            cell.outputs, cell.execution_count = [], None
-    stopped = None
+    node = nbformat.reads(json.dumps(nb), as_version=4)
     env_before = dict(os.environ)
     os.environ.update(OFFLINE)
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))
     try:
         client = NotebookClient(
-            nb,
+            node,
             timeout=timeout,
             kernel_name="python3",
             allow_errors=True,
             resources={"metadata": {"path": str(ROOT)}},
         )
         client.execute()
+        return None
     except Exception as e:  # a timeout or a dead kernel: grade what ran, the rest is incorrect
-        stopped = f"the notebook stopped before this cell ran: {type(e).__name__}: {str(e).strip()[:200]}"
-        result["error"] = stopped
+        return f"the notebook stopped before this check ran: {type(e).__name__}: {str(e).strip()[:200]}"
     finally:
+        nb["cells"] = json.loads(nbformat.writes(node))["cells"]
         os.environ.clear()
         os.environ.update(env_before)
-    result["exercises"] = verdicts_of(nb, stopped)
-    result["total"] = len(result["exercises"])
-    result["correct"] = sum(r["verdict"] == "correct" for r in result["exercises"])
+
+
+def grade(path: Path, timeout: int = 300, source: Path | None = None, student: str | None = None) -> dict:
+    """Grade one submission: {"student", "submission", "chapter", "exercises", "score", "max", "error"}."""
+    path = Path(path)
+    result = {"student": student or path.stem, "submission": str(path), "chapter": None, "exercises": []}
+    result |= {"score": 0.0, "max": 0.0, "error": None}
+    try:
+        submission = json.loads(path.read_text(encoding="utf-8"))
+        assert isinstance(submission.get("cells"), list)
+    except Exception as e:  # not a notebook, or broken JSON
+        result["error"] = f"cannot read the notebook: {type(e).__name__}: {e}"
+        return result
+    sources = [Path(source)] if source else sorted(NB_DIR.glob("[0-9][0-9]_*.ipynb"))
+    found, why = find_source(submission, sources)
+    if found is None:
+        result["error"] = f"not graded: {why}" + (f" (expected {Path(source).name})" if source else "")
+        return result
+    source_nb = json.loads(found.read_text(encoding="utf-8"))
+    exercises = expected_exercises(source_nb)
+    result["chapter"] = found.stem
+    result["max"] = sum(ex["points"] for ex in exercises)
+    nb, skipped = graded_notebook(submission, source_nb, exercises)
+    stopped = _execute(nb, timeout)
+    result["error"] = stopped
+    result["exercises"] = verdicts(nb, exercises, skipped, stopped)
+    result["score"] = sum(r["score"] for r in result["exercises"])
     return result
 
 
 def table(result: dict) -> str:
-    lines = [f"{result['submission']}: {result['correct']}/{result['total']} correct"]
+    chapter = f" [{result['chapter']}]" if result["chapter"] else ""
+    lines = [
+        f"{result['student']}{chapter}: {result['score']:g}/{result['max']:g} points ({result['submission']})"
+    ]
     if result["error"]:
         lines.append(f"  note: {result['error']}")
     for r in result["exercises"]:
         detail = f" — {r['detail']}" if r["detail"] else ""
-        lines.append(f"  {r['checker']:28s} {r['verdict']:14s} {r['title']}{detail}")
+        lines.append(
+            f"  {r['grade_id']:14s} {r['score']:g}/{r['points']:g} {r['verdict']:14s} {r['title']}{detail}"
+        )
     return "\n".join(lines)
+
+
+def write_gradebook(results: list[dict], path: Path) -> None:
+    """A CSV with a row per submission and a column per exercise (its score)."""
+    ids = list(dict.fromkeys(r["grade_id"] for res in results for r in res["exercises"]))
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        out = csv.writer(f)
+        out.writerow(["student", "chapter", "score", "max", *ids, "note"])
+        for res in results:
+            scores = {r["grade_id"]: f"{r['score']:g}" for r in res["exercises"]}
+            row = [res["student"], res["chapter"] or "", f"{res['score']:g}", f"{res['max']:g}"]
+            out.writerow(row + [scores.get(i, "") for i in ids] + [res["error"] or ""])
+
+
+def write_feedback(result: dict, folder: Path) -> Path:
+    """The student's feedback: each exercise's verdict, with the checker's hint."""
+    path = Path(folder) / result["student"] / f"{result['chapter'] or 'submission'}.txt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(table(result) + "\n", encoding="utf-8")
+    return path
+
+
+def course_submissions(course: Path, assignment: str) -> list[tuple[str, Path]]:
+    """(student, notebook) for nbgrader's layout COURSE/submitted/<student>/<assignment>/*.ipynb."""
+    return [(p.parents[1].name, p) for p in sorted(Path(course).glob(f"submitted/*/{assignment}/*.ipynb"))]
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("submissions", nargs="+", type=Path)
+    ap.add_argument("submissions", nargs="*", type=Path)
+    ap.add_argument("--course", type=Path, help="an nbgrader course folder (with submitted/<student>/...)")
+    ap.add_argument("--assignment", help="with --course: the assignment's folder name")
+    ap.add_argument(
+        "--source", type=Path, help="the teacher's notebook (default: recognised among notebooks/)"
+    )
     ap.add_argument("--timeout", type=int, default=300, help="seconds per cell")
     ap.add_argument("--json", type=Path, default=None, help="also write every verdict to this file")
+    ap.add_argument("--csv", type=Path, default=None, help="a gradebook: a row per student")
+    ap.add_argument("--feedback", type=Path, default=None, help="a folder for one feedback file per student")
     args = ap.parse_args(argv)
+    todo = [(None, p) for p in args.submissions]
+    if args.course:
+        if not args.assignment:
+            ap.error("--course needs --assignment")
+        todo += course_submissions(args.course, args.assignment)
+    if not todo:
+        ap.error("nothing to grade: name submissions, or --course and --assignment")
     results = []
-    for path in args.submissions:
-        results.append(grade(path, args.timeout))
+    for student, path in todo:
+        results.append(grade(path, args.timeout, args.source, student))
         print(table(results[-1]), flush=True)
+        if args.feedback:
+            write_feedback(results[-1], args.feedback)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
+    if args.csv:
+        write_gradebook(results, args.csv)
     return 0
 
 

@@ -1,67 +1,190 @@
-"""The grader (`python -m specdec_lib.grade`): one submission with a correct, a not-attempted, a wrong
-and a raising exercise, graded by executing it; unreadable files never crash it."""
+"""The grader (`python -m specdec_lib.grade`), on a small assignment made the way the chapters are (the
+learner's cell, then the folded reference): the students of a teacher's trial get what they earned, and
+the cheats of that trial earn nothing. What is graded comes from the teacher's source, never from the
+submission."""
 
+import copy
+import csv
 import json
 
-import nbformat
 import pytest
 
 from specdec_lib import _export, grade
+from specdec_lib.student import is_reference, reference_source, split_exercise, student_notebook
 
-CELLS = [
-    _export.BOOTSTRAP_CELL,
-    "from specdec_lib.checks.ch06 import check_deepseek_numbers, check_expected_tau, check_kept_positions\n"
-    "from specdec_lib.checks.ch07 import check_eagle_pairs",
-    "def my_expected_tau(alphas):\n    tau, reach = 1.0, 1.0\n    for a in alphas:\n        reach *= a\n"
-    "        tau += reach\n    return tau\n\n\ncheck_expected_tau(my_expected_tau)",
-    "def my_kept_positions(k, n, n_new):\n    # your code here\n    raise NotImplementedError\n\n\n"
-    "check_kept_positions(my_kept_positions)",
-    "def my_eagle_pairs(ids):\n    return ids[:-2], ids[1:-1]  # no shift\n\n\ncheck_eagle_pairs(my_eagle_pairs)",
-    'raise RuntimeError("my notebook broke")\ncheck_deepseek_numbers(1.85, 0.028)',
-    "# check_this_is_only_a_comment(",
-    "def check_request(x):  # a library-style validator, not an exercise checker\n    return x\n\n\n"
-    "check_request(3)\nclass P:\n    def start(self):\n        self.check_vocab(1)",
-]
+IMPORTS = (
+    "from specdec_lib.checks.ch06 import check_deepseek_numbers, check_expected_tau, check_kept_positions"
+)
+EXERCISES = {
+    "ex1": "def my_expected_tau(alphas):\n    ### BEGIN SOLUTION\n    tau, reach = 1.0, 1.0\n"
+    "    for a in alphas:\n        reach *= a\n        tau += reach\n    return tau\n    ### END SOLUTION\n\n\n"
+    "check_expected_tau(my_expected_tau)",
+    "ex2": "def my_kept_positions(k, n, n_new):\n    ### BEGIN SOLUTION\n    return max(0, min(n, n + n_new - k))\n"
+    "    ### END SOLUTION\n\n\ncheck_kept_positions(my_kept_positions)",
+    "ex3": "### BEGIN SOLUTION\nmy_tau = 1.85\nmy_overhead = 1.85 / 1.8 - 1\n### END SOLUTION\n\n"
+    "check_deepseek_numbers(my_tau, my_overhead)",
+    "quick": "from specdec_lib.checks.quick import check_quick, quick_question\n\nquick_question(3)\n\n"
+    "### BEGIN SOLUTION\nmy_number = 0.7\n### END SOLUTION\n\ncheck_quick(3, my_number)",
+}
+
+
+def _cell(kind, source, cid, **meta):
+    cell = {"cell_type": kind, "id": cid, "metadata": meta, "source": source}
+    return cell | ({"execution_count": None, "outputs": []} if kind == "code" else {})
+
+
+def _source_notebook():
+    cells = [
+        _cell("code", _export.BOOTSTRAP_CELL, "boot"),
+        _cell("markdown", "# 99 · A test assignment\n\nThree exercises and a quick-check.", "title"),
+        _cell("code", IMPORTS, "imports"),
+    ]
+    for name, src in EXERCISES.items():
+        nbgrader = {"grade": False, "grade_id": f"t99-{name}", "locked": False, "schema_version": 3}
+        nbgrader |= {"solution": True, "task": False}
+        cells.append(_cell("markdown", f"Exercise {name}.", f"{name}-text"))
+        cells += split_exercise(_cell("code", src, name, nbgrader=nbgrader, tags=["hide-input"]))
+    meta = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+    return {"cells": cells, "metadata": meta, "nbformat": 4, "nbformat_minor": 5}
+
+
+def _answered(nb, answers):
+    """A student's notebook: the release, with the learner's cells of `answers` rewritten."""
+    out = student_notebook(nb)
+    for cell in out["cells"]:
+        if cell.get("id", "").removesuffix("-try") in answers:
+            cell["source"] = answers[cell["id"].removesuffix("-try")]
+    return out
+
+
+def _solved(nb):
+    return {
+        c["id"].removesuffix("-try"): reference_source(nxt)
+        for c, nxt in zip(nb["cells"], nb["cells"][1:])
+        if is_reference(nxt)
+    }
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    path = tmp_path_factory.mktemp("sub") / "submission.ipynb"
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CELLS])
-    nbformat.write(nb, str(path))
-    return grade.grade(path, timeout=120)
-
-
-def test_each_exercise_gets_its_verdict(graded):
-    got = {r["checker"]: (r["verdict"], r["detail"]) for r in graded["exercises"]}
-    assert set(got) == {
-        "check_expected_tau",
-        "check_kept_positions",
-        "check_eagle_pairs",
-        "check_deepseek_numbers",
+def course(tmp_path_factory):
+    root = tmp_path_factory.mktemp("course")
+    source = _source_notebook()
+    (root / "source.ipynb").write_text(json.dumps(source))
+    solved = _solved(source)
+    partial = {
+        "ex1": solved["ex1"],
+        "ex2": "def my_kept_positions(k, n, n_new):\n    return n + n_new  # forgets the shift\n\n\n"
+        "check_kept_positions(my_kept_positions)",
+        "ex3": 'raise RuntimeError("my notebook broke")\ncheck_deepseek_numbers(1.85, 0.028)',
     }
-    assert got["check_expected_tau"][0] == "correct"
-    assert got["check_kept_positions"][0] == "not attempted"
-    assert got["check_eagle_pairs"][0] == "incorrect" and "shift" in got["check_eagle_pairs"][1]
-    assert got["check_deepseek_numbers"] == ("incorrect", "the cell raised RuntimeError: my notebook broke")
-    assert (graded["correct"], graded["total"], graded["error"]) == (1, 4, None)
-    text = grade.table(graded)
-    assert "1/4 correct" in text and "not attempted" in text
+    cheater = _answered(
+        source,
+        {
+            # a spoofed checker that prints the verdict the old grader read from stdout
+            "ex1": "def check_expected_tau(fn):\n    print('✅ expected tau: correct')\n\n\n"
+            "def my_expected_tau(alphas):\n    return 0.0\n\n\ncheck_expected_tau(my_expected_tau)",
+            # the checker module's reference answer
+            "ex2": "from specdec_lib.checks.ch06 import REFERENCE\n\nmy_kept_positions = REFERENCE['check_kept_positions']",
+            # the checker call deleted, a wrong answer left behind
+            "ex3": "my_tau = 2.0\nmy_overhead = 0.5",
+            "quick": solved["quick"],  # the one thing this student solved
+        },
+    )
+    cheater["cells"].append(_cell("code", "print('✅ kept positions: correct')", "added-by-student"))
+    students = {
+        "pasted": _answered(source, solved),
+        "unchanged": student_notebook(source),
+        "partial": _answered(source, partial),
+        "cheater": cheater,
+    }
+    for name, nb in students.items():  # nbgrader's layout: submitted/<student>/<assignment>/<notebook>
+        folder = root / "submitted" / name / "t99"
+        folder.mkdir(parents=True)
+        (folder / "t99.ipynb").write_text(json.dumps(nb))
+    return root
 
 
-def test_unreadable_submissions_and_the_command_line(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def graded(course):
+    out = course / "out"
+    args = ["--course", str(course), "--assignment", "t99", "--source", str(course / "source.ipynb")]
+    args += [
+        "--csv",
+        str(out / "gradebook.csv"),
+        "--feedback",
+        str(out / "feedback"),
+        "--json",
+        str(out / "g.json"),
+    ]
+    out.mkdir()
+    assert grade.main(args) == 0
+    return {r["student"]: r for r in json.loads((out / "g.json").read_text())}, out
+
+
+def _verdicts(result):
+    return {r["grade_id"].removeprefix("t99-"): (r["verdict"], r["detail"]) for r in result["exercises"]}
+
+
+def test_the_exercises_come_from_the_teachers_source():
+    exercises = grade.expected_exercises(_source_notebook())
+    assert [e["grade_id"] for e in exercises] == ["t99-ex1", "t99-ex2", "t99-ex3", "t99-quick"]
+    assert (
+        exercises[2]["args"] == "my_tau, my_overhead" and exercises[3]["module"] == "specdec_lib.checks.quick"
+    )
+
+
+def test_pasted_solutions_get_full_marks_and_the_release_none(graded):
+    results, _ = graded
+    assert (results["pasted"]["score"], results["pasted"]["max"]) == (4, 4)
+    assert results["unchanged"]["score"] == 0
+    assert {v for v, _ in _verdicts(results["unchanged"]).values()} == {"not attempted"}
+
+
+def test_wrong_and_raising_answers_get_partial_marks(graded):
+    results, _ = graded
+    got = _verdicts(results["partial"])
+    assert results["partial"]["score"] == 1 and got["ex1"][0] == "correct"
+    assert got["ex2"][0] == "incorrect" and got["ex2"][1]
+    assert got["ex3"] == ("incorrect", "the cell raised RuntimeError: my notebook broke")
+    assert got["quick"][0] == "not attempted"
+
+
+def test_the_cheater_earns_only_what_they_solved(graded):
+    results, _ = graded
+    got = _verdicts(results["cheater"])
+    assert results["cheater"]["score"] == 1 and got["quick"][0] == "correct"
+    assert got["ex1"][0] == "incorrect" and "defines its own check_expected_tau" in got["ex1"][1]
+    assert got["ex2"][0] == "incorrect" and "reference answers (REFERENCE)" in got["ex2"][1]
+    assert got["ex3"][0] == "incorrect"  # the grader's own call checks the answer the student left
+
+
+def test_gradebook_and_feedback_files(graded):
+    results, out = graded
+    rows = {r["student"]: r for r in csv.DictReader(open(out / "gradebook.csv", encoding="utf-8"))}
+    assert set(rows) == {"pasted", "unchanged", "partial", "cheater"}
+    assert (rows["pasted"]["score"], rows["pasted"]["max"], rows["partial"]["t99-ex1"]) == ("4", "4", "1")
+    feedback = (out / "feedback" / "partial" / "source.txt").read_text()
+    assert "t99-ex3" in feedback and "my notebook broke" in feedback
+
+
+def test_spoofing_a_checker_in_a_helper_cell_is_not_run():
+    source = _source_notebook()
+    sub = copy.deepcopy(student_notebook(source))
+    sub["cells"].insert(
+        3, _cell("code", "def check_expected_tau(fn):\n    print('✅ expected tau: correct')", "x")
+    )
+    nb, skipped = grade.graded_notebook(sub, source, grade.expected_exercises(source))
+    assert not skipped and all("✅" not in grade._source(c) for c in nb["cells"])
+
+
+def test_the_wrong_chapter_and_unreadable_files_are_refused(tmp_path, course):
+    other = tmp_path / "other.ipynb"
+    other.write_text((_export.NB_DIR / "01_autoregressive.ipynb").read_text())
+    result = grade.grade(other, source=course / "source.ipynb")
+    assert result["max"] == 0 and "not graded" in result["error"] and "01 · Autoregressive" in result["error"]
+    empty = tmp_path / "empty.ipynb"
+    empty.write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    assert "not graded" in grade.grade(empty)["error"]
     broken = tmp_path / "broken.ipynb"
     broken.write_text("{ not json")
-    result = grade.grade(broken)
-    assert result["total"] == 0 and "cannot read" in result["error"]
-    out = tmp_path / "grades.json"
-    assert grade.main([str(broken), str(tmp_path / "missing.ipynb"), "--json", str(out)]) == 0
-    rows = json.loads(out.read_text())
-    assert [r["error"] is not None for r in rows] == [True, True]
-    assert "cannot read" in capsys.readouterr().out
-
-
-def test_verdicts_of_a_notebook_that_stopped_early():
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("check_ece(my_ece)")])
-    rows = grade.verdicts_of(nb, stopped="the notebook stopped before this cell ran: CellTimeoutError")
-    assert rows[0]["verdict"] == "incorrect" and "stopped" in rows[0]["detail"]
+    assert "cannot read" in grade.grade(broken)["error"]

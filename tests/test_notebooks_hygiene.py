@@ -373,3 +373,18 @@ def test_section_references_point_at_existing_headings(nb):
                     f"{where}: {m.group(0)!r} (chapter {chapter:02d} has no '## {missing[0]}.' heading)"
                 )
     assert not bad, "\n".join(bad)
+
+
+def test_bootstrap_accepts_an_installed_specdec_lib(tmp_path):
+    # outside a clone (an nbgrader course folder, a JupyterHub with the package installed) the bootstrap
+    # uses the importable specdec_lib; with none importable it says how to get one
+    code = export.BOOTSTRAP_CELL + "\nimport specdec_lib, sys\nprint('ok', specdec_lib.__file__)"
+    run = lambda env, *flags: subprocess.run(  # noqa: E731
+        [sys.executable, *flags, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    installed = run({"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)})
+    assert installed.returncode == 0 and installed.stdout.startswith("ok"), installed.stderr[-500:]
+    missing = run(
+        {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, "-S"
+    )  # -S: not even the venv's editable install
+    assert missing.returncode != 0 and "specdec_lib not found" in missing.stderr
