@@ -98,10 +98,11 @@ class PathSelector(nn.Module):
     """DFlash 2's path selector: a low-rank bilinear score for each (predecessor a, candidate b) at block
     row t, S_t(a, b) = U_t(b) + <A(a) * H(h_t), B(b)>, walked from the anchor through each row's top-K
     candidates. U_t(b) is the drafter's own logit; A and B are rank-r codebooks over the vocabulary; H
-    gates the match with the row's hidden state. The bilinear term is centred over each row's candidates:
-    it moves probability among them, never between them and the rest of the vocabulary (the candidates'
-    softmax, greedy picks and the training loss do not change with a shift). B starts at zero, so a
-    fresh selector is exactly the drafter: the same greedy chain, the same q under sampling."""
+    gates the match with the row's hidden state. The bilinear term is centred over each row's candidates,
+    which changes no greedy pick, no softmax over the candidates and so not the training loss, and keeps
+    the candidates' mean logit fixed; their total probability under sampling can still change (log-sum-exp
+    is convex), which is harmless: the walk reports the q it sampled from. B starts at zero, so a fresh
+    selector is exactly the drafter: the same greedy chain, the same q under sampling."""
 
     def __init__(self, vocab: int, hidden: int, rank: int = 64, top_k: int = 16):
         super().__init__()

@@ -1,23 +1,61 @@
 """Chapter 07's checkers beyond the shared contract in tests/test_checks_common.py."""
 
+import json
+import re
+from pathlib import Path
+
 import torch
 
 from specdec_lib.checks import ch07
 
+NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "07_eagle.ipynb"
+RIGHT_LETTER, REF_FN = ch07.REFERENCE["check_feature_uncertainty"]
+
 
 def test_feature_uncertainty_question():
-    assert ch07.check_feature_uncertainty(*ch07.REFERENCE["check_feature_uncertainty"]) == "correct"
+    assert ch07.check_feature_uncertainty(RIGHT_LETTER, REF_FN) == "correct"
+    assert ch07.check_feature_uncertainty(f" ({RIGHT_LETTER.upper()}) ", REF_FN) == "correct"
     for answer in ch07.WRONG["check_feature_uncertainty"]:
         assert ch07.check_feature_uncertainty(*answer) == "incorrect", answer
     assert ch07.check_feature_uncertainty() == "not attempted"
-    assert ch07.check_feature_uncertainty("b") == "not attempted"
+    assert ch07.check_feature_uncertainty(RIGHT_LETTER) == "not attempted"
+    assert (
+        ch07.check_feature_uncertainty(..., REF_FN) == "not attempted"
+    )  # the student stub `my_answer = ...`
 
     def stub(f, p):
         raise NotImplementedError
 
-    assert ch07.check_feature_uncertainty("b", stub) == "not attempted"
-    assert ch07.check_feature_uncertainty(2, ch07.REFERENCE["check_feature_uncertainty"][1]) == "incorrect"
-    assert ch07.check_feature_uncertainty("b", lambda f, p: "junk") == "incorrect"
+    assert ch07.check_feature_uncertainty(RIGHT_LETTER, stub) == "not attempted"
+    assert ch07.check_feature_uncertainty(2, REF_FN) == "incorrect"
+    assert ch07.check_feature_uncertainty("z", REF_FN) == "incorrect"
+    assert ch07.check_feature_uncertainty(RIGHT_LETTER, lambda f, p: "junk") == "incorrect"
+
+
+def test_each_near_miss_option_gets_its_own_hint(capsys):
+    options = ch07.UNCERTAINTY_OPTIONS
+    for text, hint in ch07.UNCERTAINTY_WRONG.items():
+        letter = ch07.letter_of(options, text)
+        assert ch07.check_feature_uncertainty(letter, REF_FN) == "incorrect"
+        out = capsys.readouterr().out
+        assert f"({letter}) is not it" in out and hint in out, out
+
+
+def test_options_are_shuffled_balanced_and_the_right_one_not_the_longest():
+    options = ch07.UNCERTAINTY_OPTIONS
+    assert sorted(options.values()) == sorted([ch07.UNCERTAINTY_RIGHT, *ch07.UNCERTAINTY_WRONG])
+    assert options == ch07.lettered("ch07-ex2", ch07.UNCERTAINTY_RIGHT, list(ch07.UNCERTAINTY_WRONG))
+    lengths = [len(t) for t in options.values()]
+    assert max(lengths) <= 1.15 * min(lengths), lengths
+    assert len(ch07.UNCERTAINTY_RIGHT) < max(lengths), "the right option must not be the longest"
+    assert RIGHT_LETTER == ch07.letter_of(options, ch07.UNCERTAINTY_RIGHT)
+
+
+def test_the_notebooks_solution_picks_the_right_letter():
+    cells = json.loads(NOTEBOOK.read_text())["cells"]
+    (cell,) = [c for c in cells if c["metadata"].get("nbgrader", {}).get("grade_id") == "ch07-ex2"]
+    letters = re.findall(r"^my_answer = ['\"](\w)['\"]", "".join(cell["source"]), re.M)
+    assert letters == [RIGHT_LETTER], "update the notebook's reference letter (the order comes from a hash)"
 
 
 def test_drafter_cache_reference_matches_the_proposer():

@@ -6,14 +6,30 @@ from specdec_lib.checks import ch11
 from specdec_lib.dflash2 import PathSelector, TwoTapMixer
 
 
-def test_what_dflash2_addresses_question():
+def test_what_dflash2_addresses_question(capsys):
     check = ch11.check_dflash2_problems
-    assert check(*ch11.REFERENCE["check_dflash2_problems"]) == "correct"
+    right, fixes = ch11.REFERENCE["check_dflash2_problems"]
+    assert ch11.DFLASH2_OPTIONS[right] == ch11.DFLASH2_RIGHT
+    assert check(right, fixes) == "correct"
+    capsys.readouterr()
     for answer in ch11.WRONG["check_dflash2_problems"]:
         assert check(*answer) == "incorrect", answer
-    assert check() == "not attempted" and check("b") == "not attempted"
-    assert check(2, {"path selector": "coordination", "local mixing": "decay"}) == "incorrect"
-    assert check("b", "coordination") == "incorrect"
+        out = capsys.readouterr().out
+        assert len(out.split("incorrect — ", 1)[1].strip()) > 20, out  # a hint, not just "wrong"
+    assert (
+        check() == "not attempted"
+        and check(right) == "not attempted"
+        and check(None, fixes) == "not attempted"
+    )
+    assert check(2, fixes) == "incorrect" and check(right, "coordination") == "incorrect"
+
+
+def test_the_options_are_balanced():
+    """The right option is stored by its text, is not the longest, and each near miss has its own hint."""
+    options = ch11.DFLASH2_OPTIONS
+    lengths = sorted(len(t) for t in options.values())
+    assert len(ch11.DFLASH2_RIGHT) < lengths[-1] and lengths[-1] < 1.3 * lengths[0]
+    assert set(options.values()) == {ch11.DFLASH2_RIGHT, *ch11._DFLASH2_WHY}
 
 
 def test_selector_walk_by_hand():

@@ -16,6 +16,9 @@ from specdec_lib.checks._core import (
     as_int_list,
     as_int_list_pair,
     expect,
+    expect_choice,
+    letter_of,
+    lettered,
     verdict,
 )
 
@@ -68,14 +71,31 @@ def check_eagle_pairs(fn) -> str:
     return verdict("EAGLE training pairs", fn, cases)
 
 
-# ------------------------------------------------- exercise 2: the seeds' question, and the blur it fixes
-UNCERTAINTY_OPTIONS = {
-    "a": "It samples several candidate features and averages them.",
-    "b": "It feeds the drafter the token sequence shifted one step ahead, so it knows which token was "
-    "actually sampled and predicts the feature that follows it.",
-    "c": "It lowers the temperature so that the next token is certain.",
-    "d": "It trains with a larger regression loss so the features become exact.",
+# ------------------------------------ exercise 2: how EAGLE resolves the uncertainty, and the blur it fixes
+# The options are stored by their text; `lettered` orders them by a hash, so no letter is "the usual one".
+# Each wrong option is a near miss, with the hint that names why it misses.
+UNCERTAINTY_RIGHT = (
+    "It gives the drafter the token that was actually sampled, so it predicts that branch's next feature."
+)
+UNCERTAINTY_WRONG = {
+    "It trains on the probability-weighted mean of the possible next features, the best squared-error guess.": (
+        "that weighted mean is the blur of section 1, a feature of no actual continuation: it is the "
+        "problem a token-blind drafter runs into, not EAGLE's fix"
+    ),
+    "It gives the drafter the token its current feature was computed from, so it knows the last token read.": (
+        "that is t_i, the token f_i READ, and f_i already encodes it. The open question is t_(i+1), the "
+        "token f_i CHOSE: EAGLE feeds e(t_(i+1)), one step ahead"
+    ),
+    "It adds uniform noise to the input features, so the drafter learns to tolerate an uncertain input.": (
+        "the noise prepares the drafter for its own imperfect guesses from depth 2 on; it does not tell the "
+        "drafter which branch was taken, so the next feature stays a blur"
+    ),
+    "It divides the drafter's logits by a low temperature, so the sampled next token becomes near-certain.": (
+        "a temperature changes how the drafter's distribution looks, not which token the target sampled; "
+        "the next feature still depends on that token"
+    ),
 }
+UNCERTAINTY_OPTIONS = lettered("ch07-ex2", UNCERTAINTY_RIGHT, list(UNCERTAINTY_WRONG))
 
 
 def _ref_blurred_feature(next_features, probs):
@@ -102,12 +122,14 @@ def check_feature_uncertainty(answer=..., fn=None) -> str:
         return NOT_ATTEMPTED
 
     def cases(fn):
-        expect(isinstance(answer, str), f"answer with a letter among {sorted(UNCERTAINTY_OPTIONS)}")
-        letter = answer.strip().lower()
-        expect(letter in UNCERTAINTY_OPTIONS, f"answer with a letter among {sorted(UNCERTAINTY_OPTIONS)}")
-        expect(
-            letter == "b",
-            f"option {letter!r} is not it: what does the drafter read besides the feature? (see section 1)",
+        chosen = (
+            UNCERTAINTY_OPTIONS.get(answer.strip().lower().strip("()")) if isinstance(answer, str) else None
+        )
+        expect_choice(
+            answer,
+            UNCERTAINTY_OPTIONS,
+            UNCERTAINTY_RIGHT,
+            UNCERTAINTY_WRONG.get(chosen, "what does the drafter read besides the feature? (see section 1)"),
         )
         for feats, probs in _feature_cases():
             want = _ref_blurred_feature(feats, probs)
@@ -170,9 +192,12 @@ def check_drafter_cache(fn) -> str:
     return verdict("drafter cache after a round", fn, cases)
 
 
+_RIGHT_LETTER = letter_of(UNCERTAINTY_OPTIONS, UNCERTAINTY_RIGHT)
+
 REFERENCE = {
     "check_eagle_pairs": _ref_eagle_pairs,
-    "check_feature_uncertainty": ("b", _ref_blurred_feature),  # values: check_feature_uncertainty(*answer)
+    # values: check_feature_uncertainty(*answer)
+    "check_feature_uncertainty": (_RIGHT_LETTER, _ref_blurred_feature),
     "check_drafter_cache": _ref_drafter_cache,
 }
 
@@ -186,14 +211,15 @@ WRONG = {
         lambda ids: (ids[2:], ids[2:]),  # reads two ahead
     ],
     "check_feature_uncertainty": [
-        ("a", _ref_blurred_feature),
-        ("c", _ref_blurred_feature),
+        # every near-miss option, with the right function
+        *[(letter_of(UNCERTAINTY_OPTIONS, text), _ref_blurred_feature) for text in UNCERTAINTY_WRONG],
+        # the right option, with a wrong function
         (
-            "b",
+            _RIGHT_LETTER,
             lambda f, p: torch.as_tensor(f)[torch.as_tensor(p).argmax()],
-        ),  # the most likely token's feature
-        ("b", lambda f, p: torch.as_tensor(f).mean(0)),  # unweighted mean
-        ("B ", lambda f, p: torch.as_tensor(f).sum(0)),  # forgets the probabilities
+        ),  # the likeliest feature
+        (_RIGHT_LETTER, lambda f, p: torch.as_tensor(f).mean(0)),  # unweighted mean
+        (f" ({_RIGHT_LETTER.upper()}) ", lambda f, p: torch.as_tensor(f).sum(0)),  # forgets the probabilities
     ],
     "check_drafter_cache": [
         lambda n, a: (n + a, [n + a]),  # keeps the guessed-feature entries

@@ -9,16 +9,33 @@ from __future__ import annotations
 
 import torch
 
-from specdec_lib.checks._core import _ICON, NOT_ATTEMPTED, Incorrect, expect, verdict
+from specdec_lib.checks._core import (
+    _ICON,
+    NOT_ATTEMPTED,
+    Incorrect,
+    expect,
+    expect_choice,
+    letter_of,
+    lettered,
+    verdict,
+)
 
-# ---------------------------------------------- exercise 1: the two problems (the seeds' question)
-DFLASH2_OPTIONS = {
-    "a": "verification is too slow and the drafter uses too much memory",
-    "b": "the rows of a block are drafted independently, so neighbouring picks do not coordinate (an "
-    "incoherent block), and accuracy decays towards the end of the block (suffix decay)",
-    "c": "DFlash is lossy under sampling, and its block size cannot change",
-    "d": "DFlash needs one drafter pass per drafted token, and its drafts are chains instead of trees",
+# ---------------------------------------------- exercise 1: the two problems DFlash 2 addresses
+DFLASH2_RIGHT = "neighbouring rows do not coordinate, and the far rows' top guesses get worse"
+# Each near miss pairs one real problem with a claim the chapters disproved; the hint names which.
+_DFLASH2_WHY = {
+    "neighbouring rows do not coordinate, and verifying a 16-token block costs too much": "DFlash 2 leaves "
+    "verification untouched; the second problem is in the drafter's far rows (chapter 10's recall table)",
+    "the far rows' top guesses get worse, and each row needs its own drafter pass": "DFlash already fills the "
+    "whole block in ONE pass (chapter 10); the other problem is that the rows never see each other's picks",
+    "neighbouring rows do not coordinate, and sampled blocks are not exactly lossless": "DFlash is already "
+    "exactly lossless (each row is judged with the q it was drawn from); the other problem is the far rows' "
+    "weak guesses (section 1)",
+    "the far rows' top guesses get worse, and their top-16 lists rarely hold the right token": "the right "
+    "token is among a row's 16 candidates far more often than it is the top guess (section 1): that is why "
+    "choosing among them pays; the other problem is that neighbours do not coordinate",
 }
+DFLASH2_OPTIONS = lettered("ch11-ex1", DFLASH2_RIGHT, list(_DFLASH2_WHY))
 PROBLEMS = ("coordination", "decay")  # the names the `fixes` dictionary uses
 
 
@@ -26,19 +43,14 @@ def check_dflash2_problems(answer=..., fixes=None) -> str:
     """answer: the letter of DFLASH2_OPTIONS naming the two problems DFlash 2 addresses. fixes: which
     problem each part mainly targets, {"path selector": ..., "local mixing": ...}, values in PROBLEMS."""
     name = "what DFlash 2 addresses"
-    if answer is ... or fixes is None:
+    if answer is ... or answer is None or fixes is None:
         print(f"{_ICON[NOT_ATTEMPTED]} {name}: {NOT_ATTEMPTED} — choose a letter and fill in `fixes`")
         return NOT_ATTEMPTED
 
     def cases(fixes):
-        expect(isinstance(answer, str), f"answer with a letter among {sorted(DFLASH2_OPTIONS)}")
-        letter = answer.strip().lower().strip("()")
-        expect(letter in DFLASH2_OPTIONS, f"answer with a letter among {sorted(DFLASH2_OPTIONS)}")
-        expect(
-            letter == "b",
-            f"option {letter!r} is not it: DFlash is already lossless and one pass per block; what did chapter "
-            "10's recall table and section 1 show? (section 1)",
-        )
+        letter = answer.strip().lower().strip("()") if isinstance(answer, str) else None
+        why = _DFLASH2_WHY.get(DFLASH2_OPTIONS.get(letter), "")
+        expect_choice(answer, DFLASH2_OPTIONS, DFLASH2_RIGHT, why)
         expect(isinstance(fixes, dict), 'fixes is a dictionary {"path selector": ..., "local mixing": ...}')
         keys = {str(k).strip().lower() for k in fixes}
         expect(
@@ -167,8 +179,9 @@ def check_two_tap(fn) -> str:
     return verdict("two-tap mixing", fn, cases)
 
 
+_FIXES = {"path selector": "coordination", "local mixing": "decay"}
 REFERENCE = {
-    "check_dflash2_problems": ("b", {"path selector": "coordination", "local mixing": "decay"}),
+    "check_dflash2_problems": (letter_of(DFLASH2_OPTIONS, DFLASH2_RIGHT), _FIXES),
     "check_selector_walk": _ref_walk(),
     "check_two_tap": _ref_two_tap,
 }
@@ -190,11 +203,17 @@ def _tap_variant(cross=False, ahead=False, no_k0=False):
 
 WRONG = {
     "check_dflash2_problems": [
-        ("a", {"path selector": "coordination", "local mixing": "decay"}),
-        ("d", {"path selector": "coordination", "local mixing": "decay"}),
-        ("b", {"path selector": "decay", "local mixing": "coordination"}),
-        ("b", {"path selector": "coordination", "local mixing": "coordination"}),
-        ("b", {"selector": "coordination", "mixing": "decay"}),
+        *((letter_of(DFLASH2_OPTIONS, text), _FIXES) for text in _DFLASH2_WHY),  # each near miss
+        (
+            letter_of(DFLASH2_OPTIONS, DFLASH2_RIGHT),
+            {"path selector": "decay", "local mixing": "coordination"},
+        ),
+        (
+            letter_of(DFLASH2_OPTIONS, DFLASH2_RIGHT),
+            {"path selector": "coordination", "local mixing": "coordination"},
+        ),
+        (letter_of(DFLASH2_OPTIONS, DFLASH2_RIGHT), {"selector": "coordination", "mixing": "decay"}),
+        ("z", _FIXES),
     ],
     "check_selector_walk": [
         ["(", "(", ")"],  # each row's own top-1
