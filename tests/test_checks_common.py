@@ -57,9 +57,15 @@ def test_wrong_answers_are_incorrect_with_a_hint(module, name, capsys):
         assert "incorrect — " in out and len(out.split("incorrect — ", 1)[1].strip()) > 10, out
 
 
+def empty_stub(*args, **kwargs):
+    """nbgrader's release stub (its code_stub is `...`, see specdec_lib.student.NBGRADER_CONFIG)."""
+    ...  # YOUR CODE HERE
+
+
 @pytest.mark.parametrize(("module", "name"), list(function_cases()))
 def test_stub_or_none_is_not_attempted(module, name):
     assert getattr(module, name)(stub) == "not attempted"
+    assert getattr(module, name)(empty_stub) == "not attempted"
     assert getattr(module, name)(None) == "not attempted"
 
 
