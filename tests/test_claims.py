@@ -1,13 +1,14 @@
-"""Every measured speedup and tau the chapters' prose quotes agrees with the data it comes from.
+"""Every measured speedup, tau and round cost the chapters' prose quotes agrees with the data it comes from.
 
-A number in a notebook's Markdown that reads as a speedup (``1.32×``) or a tau (``τ ≈ 6.5``) must be
+A number in a notebook's Markdown that reads as a speedup (``1.32×``), a tau (``τ ≈ 6.5``) or a round's
+cost in plain steps (``$kc = 2.19$``, ``$V \approx 0.8$``, chapter 02's model) must be
 followed by a hidden source note, an HTML comment that Jupyter, Colab and the website all leave invisible:
 
     <!-- claim: bench T=0 eagle3:16 speedup -->        book/data/bench.json, results["0"]["eagle3:16"]["speedup"]
     <!-- claim: bench T=1 eagle:16 acceptance_by_position/0 -->
     <!-- claim: card eagle3 experiments/results/eagle3:9/tau -->   specdec_lib/models/tiny-code/eagle3/card.json
     <!-- claim: paper -->      a published figure: the same Markdown cell cites it ({cite:p} / {cite:t})
-    <!-- claim: formula -->    arithmetic on numbers the text states (an example, a model's prediction)
+    <!-- claim: formula -->    arithmetic on numbers the text states, or a modelling assumption ($V = 0$)
 
 A bench or card claim is checked: the data value, rounded to the quote's decimals, must read as the quote.
 So re-running the benchmark or retraining a drafter fails this test until the prose says what the new
@@ -37,8 +38,13 @@ TAU = re.compile(
     rf"(?:τ|\\tau)\$?\s*(?:=|≈|\\approx|~|of|is|at|rises to|falls to|reaches)?\s*\$?\s*{NUMBER}"
     r"(?!\s*(?:[-+−*/^]|\\cdot|\\times|\\frac))"
 )
+# A round's costs in plain decoding steps (chapter 02's model): $kc = 2.19$, $V \approx 0.8$.
+COST = re.compile(
+    rf"(?:\bkc\b|(?<![\w\\])V\b)\$?\s*(?:=|≈|\\approx)\s*\$?\s*{NUMBER}(?![\d.])(?!\s*(?:[-+−*/^]|\\cdot))"
+)
 CLAIM = re.compile(r"\s*[$*_)\]]*\s*<!--\s*claim:\s*(.*?)\s*-->")
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+CODE_SPAN = re.compile(r"`[^`\n]*`")  # `best_k(alpha, c, V=0.0)`, `eagle3:12-4`: code, not quotes
 
 
 def notebooks():
@@ -51,8 +57,9 @@ def quotes(path: Path):
     for i, cell in enumerate(nb["cells"]):
         if cell["cell_type"] != "markdown":
             continue
-        text = FENCE.sub("", "".join(cell["source"]))
+        text = CODE_SPAN.sub("", FENCE.sub("", "".join(cell["source"])))
         found = [(m, "speedup") for m in SPEEDUP.finditer(text)] + [(m, "tau") for m in TAU.finditer(text)]
+        found += [(m, "cost") for m in COST.finditer(text)]
         for m, kind in sorted(found, key=lambda f: f[0].start()):
             claim = CLAIM.match(text, m.end())
             yield path.name[:2], i, m.group(1), kind, claim.group(1) if claim else None, text
@@ -114,6 +121,8 @@ def test_the_detector_finds_quotes_and_skips_products():
     speedups = [m.group(1) for m in SPEEDUP.finditer(text)]
     taus = [m.group(1) for m in TAU.finditer(text)]
     assert speedups == ["1.32", "3"] and taus == ["6.5", "2.7"]
+    costs = "drafting costs $kc = 3.56$ and $V \\approx 0.8$; assume $V = 0$, a round of $1 + kc + V$ steps"
+    assert [m.group(1) for m in COST.finditer(costs)] == ["3.56", "0.8", "0"]
 
 
 def test_a_wrong_or_missing_claim_is_caught():
