@@ -106,19 +106,17 @@ def expected_exercises(source) -> list[dict]:
             continue
         learner = cells[i - 1]
         meta = cell["metadata"].get("nbgrader", {})
-        calls = [
-            node.value
-            for node in (_parse(_source(learner)) or ast.Module(body=[])).body
-            if isinstance(node, ast.Expr)
-            and isinstance(node.value, ast.Call)
-            and isinstance(node.value.func, ast.Name)
-            and node.value.func.id in modules
+        tree = _parse(_source(learner)) or ast.Module(body=[])
+        calls = [  # the checker call, at the top level or inside a statement (`if check_x(f) == ...:`)
+            node
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in modules
         ]
         if "exercise" not in _tags(learner) or not calls:
             raise ValueError(
                 f"reference cell {cell.get('id')} has no learner's cell with a checker call before it"
             )
-        call = calls[-1]
+        call = max(calls, key=lambda c: (c.lineno, c.col_offset))
         module, name = modules[call.func.id]
         out.append(
             {

@@ -1,37 +1,88 @@
-"""Chapter 10's checkers beyond the shared contract in tests/test_checks_common.py."""
+"""Chapter 10's checkers (all take values, or a value and a function), beyond tests/test_checks_common.py."""
 
-import torch
+import json
+from pathlib import Path
+
+import pytest
 
 from specdec_lib.checks import ch10
-from specdec_lib.dflash import dflash_training_mask
+
+ROOT = Path(__file__).resolve().parents[1]
+CARD = ROOT / "specdec_lib" / "models" / "tiny-code" / "dflash" / "card.json"
 
 
-def test_what_dflash_changes_question():
-    check = ch10.check_what_dflash_changes
-    assert check(*ch10.REFERENCE["check_what_dflash_changes"]) == "correct"
-    for answer in ch10.WRONG["check_what_dflash_changes"]:
+def _contract(check, capsys):
+    assert check(*ch10.REFERENCE[check.__name__]) == "correct"
+    capsys.readouterr()
+    for answer in ch10.WRONG[check.__name__]:
         assert check(*answer) == "incorrect", answer
-    assert check() == "not attempted" and check("b") == "not attempted"
+        out = capsys.readouterr().out
+        assert "incorrect — " in out and len(out.split("incorrect — ", 1)[1].strip()) > 10, out
 
-    def stub(k, block_size):
-        raise NotImplementedError
 
-    assert check("b", stub) == "not attempted"
+def stub(*args):
+    raise NotImplementedError
+
+
+def test_what_dflash_changes_question(capsys):
+    check = ch10.check_what_dflash_changes
+    _contract(check, capsys)
+    right = ch10.REFERENCE["check_what_dflash_changes"][0]
+    assert check() == "not attempted" and check(right) == "not attempted"
+    assert check(right, stub) == "not attempted"
     assert check(2, ch10._ref_rounds) == "incorrect"
-    assert check("b", lambda k, B: "junk") == "incorrect"
+    assert check(right, lambda k, B: "junk") == "incorrect"
 
 
-def test_the_exercise_mask_is_the_library_mask():
-    """The exercise's rule is exactly what training uses (dflash_training_mask, tested against inference)."""
-    for anchors, length, B in (([0], 4, 2), ([1, 5], 10, 3), ([0, 2, 6, 9], 14, 4)):
-        want = dflash_training_mask(torch.tensor(anchors), length, B)
-        assert torch.equal(ch10.REFERENCE["check_training_mask"](anchors, length, B), want)
+def test_block_tau_question(capsys):
+    check = ch10.check_block_tau
+    _contract(check, capsys)
+    right = ch10.REFERENCE["check_block_tau"][1]
+    assert check() == "not attempted" and check(ch10._ref_block_tau) == "not attempted"
+    assert check(stub, right) == "not attempted" and check(None, right) == "not attempted"
+    assert check(lambda a, B: "junk", right) == "incorrect"
+    assert check(ch10._ref_block_tau, "z") == "incorrect"
 
 
-def test_the_exercise_loss_is_the_library_weighting():
-    draft, target = torch.randn(6, 5), torch.randn(6, 5)
-    ce = -(torch.softmax(target, -1) * torch.log_softmax(draft, -1)).sum(-1)
-    w = torch.tensor([2.718281828 ** (-(k - 1) / 3.0) for k in range(1, 7)])
-    assert (
-        abs(ch10.REFERENCE["check_block_loss"](draft, target, 3.0) - float((w * ce).sum() / w.sum())) < 1e-5
-    )
+def test_needed_c_question(capsys):
+    check = ch10.check_needed_c
+    _contract(check, capsys)
+    assert check() == "not attempted" and check(None) == "not attempted"
+    assert check("junk") == "incorrect" and check(-1.0) == "incorrect"
+
+
+@pytest.mark.parametrize("name", ["DFLASH", "WHY"])
+def test_the_options_are_balanced(name):
+    options, right, wrong = (getattr(ch10, f"{name}_{part}") for part in ("OPTIONS", "RIGHT", "WRONG"))
+    assert set(options.values()) == {right, *wrong}
+    assert len(right) < max(len(t) for t in options.values()), "the right option is the longest"
+
+
+def test_the_card_says_what_exercise_2_predicts():
+    """The chain formula on the card's acceptance per row (block 16) predicts the card's measured tau at
+    B = 4, 8 and 16, and rows 8 to 15 add almost nothing: the exercise's story holds for the shipped drafter."""
+    taus = json.loads(CARD.read_text())["tau_greedy"]
+    alphas = taus["16"]["acceptance_by_position"]
+    predicted = {B: ch10._ref_block_tau(alphas, B) for B in (4, 8, 16)}
+    for B, tau in predicted.items():
+        assert abs(tau - taus[str(B)]["tau"]) < 0.1, (B, tau)
+    assert predicted[16] - predicted[8] < 0.1 and taus["16"]["tau"] - taus["8"]["tau"] < 0.1
+
+
+def test_exercise_3_asks_for_a_cheaper_pass_than_today():
+    dflash = json.loads((ROOT / "book" / "data" / "bench.json").read_text())["results"]["0"]["dflash:8"]
+    assert 0 < ch10._ref_needed_c() < dflash["c_per_draft_pass"]
+
+
+@pytest.mark.parametrize("checker", ["check_what_dflash_changes", "check_block_tau"])
+def test_the_notebook_reference_letters_are_the_right_options(checker):
+    """The chapter's reference solutions name the right options by letter: they must follow the options' order."""
+    import re
+
+    nb = json.loads((ROOT / "notebooks" / "10_dflash.ipynb").read_text())
+    sources = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+    refs = [s for s in sources if "### BEGIN SOLUTION" in s and f"{checker}(" in s]
+    letter = [a for a in ch10.REFERENCE[checker] if isinstance(a, str)][0]
+    assert refs
+    for src in refs:
+        assert re.search(r'^my_choice = "(\w)"', src, re.M).group(1) == letter
