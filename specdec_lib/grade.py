@@ -11,7 +11,7 @@ What is graded comes from the teacher's side, never from the submission:
   `reference`) is one exercise, worth its nbgrader `points` (1 when absent). An exercise whose cell the
   submission lacks scores 0 ("missing");
 - the **notebook that runs** is the source notebook, with only the learner's cells (tag `exercise`) taken
-  from the submission: cells a student added or changed elsewhere are not run, and every reference cell is
+  from the submission (or, in a notebook from `nbgrader_course`'s release, the solution cells): cells a student added or changed elsewhere are not run, and every reference cell is
   left out. After each learner's cell the grader runs its own check: it reloads the checker's modules (a
   checker redefined or patched by the student is gone) and calls the source's checker on the student's
   answer, and the verdict is read from that cell's output alone;
@@ -204,6 +204,9 @@ def graded_notebook(submission, source, exercises) -> tuple[dict, dict]:
             cells.append(cell)
             continue
         mine = by_id.get(ex["cell_id"])
+        if mine is None:  # an nbgrader release: the exercise is the solution cell, under the reference's id
+            ref_id = ex["cell_id"].removesuffix("-try")
+            mine = by_id.get(ref_id) if "reference" not in _tags(by_id.get(ref_id, {})) else None
         if mine is None or mine.get("cell_type") != "code":
             skipped[ex["grade_id"]] = "missing: the submission has no cell for this exercise"
             continue

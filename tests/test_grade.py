@@ -188,3 +188,19 @@ def test_the_wrong_chapter_and_unreadable_files_are_refused(tmp_path, course):
     broken = tmp_path / "broken.ipynb"
     broken.write_text("{ not json")
     assert "cannot read" in grade.grade(broken)["error"]
+
+
+def test_an_nbgrader_release_is_graded_on_its_solution_cells():
+    # nbgrader_course's source keeps each exercise under its reference cell's id, without the tag
+    from specdec_lib.nbgrader_course import nbgrader_source
+
+    source = _source_notebook()
+    release = nbgrader_source(source)
+    nb, skipped = grade.graded_notebook(release, source, grade.expected_exercises(source))
+    assert not skipped
+    full = copy.deepcopy(source)  # a full notebook handed in: its folded references are not the answers
+    for cell in full["cells"]:
+        if cell.get("id", "").endswith("-try"):
+            cell["id"] += "-gone"
+    _, skipped = grade.graded_notebook(full, source, grade.expected_exercises(source))
+    assert len(skipped) == 4 and all(why.startswith("missing") for why in skipped.values())
