@@ -37,6 +37,8 @@ import re
 import sys
 from pathlib import Path
 
+from specdec_lib.student import EXERCISE_TAG, _source, is_reference
+
 ROOT = Path(__file__).resolve().parents[1]
 NB_DIR = ROOT / "notebooks"
 VERDICT = re.compile(
@@ -68,11 +70,6 @@ def _tags(cell) -> list[str]:
     return cell.get("metadata", {}).get("tags", [])
 
 
-def _source(cell) -> str:
-    src = cell.get("source", "")
-    return "".join(src) if isinstance(src, list) else src
-
-
 def _parse(source: str):
     try:
         return ast.parse(source)
@@ -102,7 +99,7 @@ def expected_exercises(source) -> list[dict]:
     cells = source["cells"]
     out = []
     for i, cell in enumerate(cells):
-        if "reference" not in _tags(cell):
+        if not is_reference(cell):
             continue
         learner = cells[i - 1]
         meta = cell["metadata"].get("nbgrader", {})
@@ -112,7 +109,7 @@ def expected_exercises(source) -> list[dict]:
             for node in ast.walk(tree)
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in modules
         ]
-        if "exercise" not in _tags(learner) or not calls:
+        if EXERCISE_TAG not in _tags(learner) or not calls:
             raise ValueError(
                 f"reference cell {cell.get('id')} has no learner's cell with a checker call before it"
             )
@@ -195,7 +192,7 @@ def graded_notebook(submission, source, exercises) -> tuple[dict, dict]:
     by_cell = {ex["cell_id"]: ex for ex in exercises}
     cells, skipped = [], {}
     for cell in copy.deepcopy(source["cells"]):
-        if "reference" in _tags(cell) or "solution" in _tags(cell):
+        if is_reference(cell) or "solution" in _tags(cell):
             continue
         if cell["cell_type"] == "code":
             cell["outputs"], cell["execution_count"] = [], None
@@ -206,7 +203,7 @@ def graded_notebook(submission, source, exercises) -> tuple[dict, dict]:
         mine = by_id.get(ex["cell_id"])
         if mine is None:  # an nbgrader release: the exercise is the solution cell, under the reference's id
             ref_id = ex["cell_id"].removesuffix("-try")
-            mine = by_id.get(ref_id) if "reference" not in _tags(by_id.get(ref_id, {})) else None
+            mine = by_id.get(ref_id) if not is_reference(by_id.get(ref_id, {})) else None
         if mine is None or mine.get("cell_type") != "code":
             skipped[ex["grade_id"]] = "missing: the submission has no cell for this exercise"
             continue
