@@ -6,6 +6,7 @@ Hand-written support code. Usage::
     python -m specdec_lib._export --check       # exit 1 and list the files that drifted
     python -m specdec_lib._export --bootstrap   # print the cell every notebook starts with
     python -m specdec_lib._export --headers     # (re)write every notebook's bootstrap and Colab badge
+    python -m specdec_lib._export --update      # copy edited generated modules back into their cells
 
 ``make export`` runs this file as a script (``python specdec_lib/_export.py``), so it keeps working
 while a half-finished chapter leaves ``specdec_lib/__init__.py`` unimportable.
@@ -21,8 +22,15 @@ nbdev-compatible, so moving to nbdev later is easy. Rules:
 - a cell whose first line is ``#| export OTHER`` goes into ``OTHER.py`` instead: a chapter that also
   builds a small toolkit later chapters share (e.g. chapter 06's ``layers``). A module still comes
   from exactly one notebook;
+- each exported cell is preceded by a marker naming its notebook and cell id,
+  ``# %% notebooks/NN_name.ipynb [cell-id]`` (as nbdev does), and the module's ``__all__`` lists the
+  public names its cells define, so ``from specdec_lib.X import *`` and the API docs see exactly those;
 - cells are separated by two blank lines (one after the docstring or an import block, unless a def or
   class follows, as ruff wants), and the file ends with exactly one newline.
+
+The markers make the way back possible: ``--update`` copies the cells of edited generated modules into
+their notebooks (nbdev's ``nbdev_update``), so a refactor across chapters can be made in the ``.py``
+files, synced back, and re-exported; ``--check`` then proves the two agree.
 """
 
 from __future__ import annotations
@@ -102,11 +110,12 @@ _DEFAULT_EXP = re.compile(r"^#\|\s*default_exp\s+(\w+)\s*$", re.MULTILINE)
 _EXPORT = re.compile(r"^#\|\s*export(?:\s+(\w+))?\s*$")
 
 
-def _cells(nb_path: Path, cell_type: str = "code") -> list[str]:
-    """Sources of the notebook's cells of one type, in order."""
+def _cells(nb_path: Path, cell_type: str = "code", ids: bool = False) -> list:
+    """Sources of the notebook's cells of one type, in order (with ids=True: (id, source) pairs)."""
     nb = json.loads(Path(nb_path).read_text(encoding="utf-8"))
     cells = [c for c in nb["cells"] if c["cell_type"] == cell_type]
-    return ["".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in cells]
+    sources = ["".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in cells]
+    return list(zip([c.get("id", "") for c in cells], sources, strict=True)) if ids else sources
 
 
 def notebook_module(nb_path: Path) -> str | None:
@@ -153,13 +162,86 @@ def export_source(nb_path: Path, module: str | None = None) -> str:
     module = module or default
     title = _title(nb_path) + ("" if module == default else f": {module}")
     out = HEADER.format(nb=rel) + "\n" + f'"""{title} (generated from {rel})."""'
+    cells = [
+        (cid, src.partition("\n")[2].strip("\n").rstrip())
+        for cid, src in _cells(nb_path, ids=True)
+        if _export_target(src, default) == module
+    ]
+    cells = [(cid, body) for cid, body in cells if body]
+    names = _public_names("\n\n".join(body for _, body in cells))
     prev = None  # None: the module docstring
-    for src in _cells(nb_path):
-        body = src.partition("\n")[2].strip("\n").rstrip()
-        if _export_target(src, default) == module and body:
-            out += _gap(prev, body) + body
-            prev = body
+    if names:
+        out += "\n\n__all__ = [\n" + "".join(f'    "{n}",\n' for n in names) + "]"
+        prev = "__all__ = []"
+    for cid, body in cells:
+        out += _gap(prev, body) + MARKER.format(nb=rel, id=cid) + "\n" + body
+        prev = body
     return out + "\n"
+
+
+MARKER = "# %% {nb} [{id}]"
+_MARKER = re.compile(r"^# %% (notebooks/\S+\.ipynb) \[([^\]]*)\]$", re.MULTILINE)
+
+
+def _public_names(code: str) -> list[str]:
+    """The names a module's code defines at top level (defs, classes, assignments), minus _private ones
+    and imports, in order of first definition."""
+    names: list[str] = []
+    for node in ast.parse(code).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            found = [node.name]
+        elif isinstance(node, ast.Assign):
+            found = [t.id for t in node.targets if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            found = [node.target.id]
+        else:
+            continue
+        names += [n for n in found if not n.startswith("_") and n not in names]
+    return names
+
+
+def update_notebooks(modules=None, pkg_dir: Path = PKG_DIR, nb_dir: Path = NB_DIR) -> list[str]:
+    """The way back (nbdev_update): copy each marked cell of the generated modules into the notebook cell
+    the marker names, keeping that cell's ``#| export`` line. Returns the cells it changed ("nb [id]").
+    A module whose markers name a missing cell, or whose text before the first marker was edited, is
+    refused: such an edit has no cell to go to, so make it in the notebook."""
+    changed = []
+    for path in sorted(Path(pkg_dir).glob("*.py")) if modules is None else [Path(m) for m in modules]:
+        text = path.read_text(encoding="utf-8")
+        if not text.startswith("# AUTOGENERATED from"):
+            continue
+        marks = list(_MARKER.finditer(text))
+        if not marks:
+            continue
+        edits: dict[str, dict[str, str]] = {}
+        for m, nxt in zip(marks, [*marks[1:], None], strict=True):
+            body = text[m.end() : nxt.start() if nxt else len(text)].strip("\n").rstrip()
+            edits.setdefault(m.group(1), {})[m.group(2)] = body
+        for rel, bodies in edits.items():
+            nb_path = Path(nb_dir) / Path(rel).name
+            nb = json.loads(nb_path.read_text(encoding="utf-8"))
+            by_id = {c.get("id"): c for c in nb["cells"] if c["cell_type"] == "code"}
+            missing = sorted(set(bodies) - set(by_id))
+            if missing:
+                raise ValueError(
+                    f"{path.name}: markers name cells {missing} that {nb_path.name} does not have"
+                )
+            for cid, body in bodies.items():
+                cell = by_id[cid]
+                src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+                first, _, old = src.partition("\n")
+                if old.strip("\n").rstrip() != body:
+                    cell["source"] = (first + "\n" + body).splitlines(keepends=True)
+                    changed.append(f"{nb_path.name} [{cid}]")
+            nb_path.write_text(
+                json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8", newline="\n"
+            )
+        fresh = export_source(Path(nb_dir) / Path(marks[0].group(1)).name, path.stem)
+        if fresh.split(marks[0].group(0))[0] != text[: marks[0].start()]:
+            raise ValueError(
+                f"{path.name}: its header, docstring or __all__ was edited: edit the notebook instead"
+            )
+    return changed
 
 
 def _gap(prev: str | None, nxt: str) -> str:
@@ -282,7 +364,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--headers", action="store_true", help="(re)write every notebook's bootstrap and Colab badge"
     )
+    ap.add_argument(
+        "--update",
+        nargs="*",
+        metavar="MODULE.py",
+        help="copy edited generated modules back into their notebooks",
+    )
     args = ap.parse_args(argv)
+    if args.update is not None:
+        for cell in update_notebooks(args.update or None):
+            print(f"updated {cell}")
+        return 0
     if args.bootstrap:
         print(BOOTSTRAP_CELL)
         return 0
