@@ -180,6 +180,13 @@ def export_source(nb_path: Path, module: str | None = None) -> str:
 
 
 MARKER = "# %% {nb} [{id}]"
+
+
+def _preamble(module_text: str) -> str:
+    """A generated module's header and docstring: what comes before its __all__ and first marker."""
+    return re.split(r"\n\n(?:__all__ = |# %% )", module_text, maxsplit=1)[0]
+
+
 _MARKER = re.compile(r"^# %% (notebooks/\S+\.ipynb) \[([^\]]*)\]$", re.MULTILINE)
 
 
@@ -213,6 +220,10 @@ def update_notebooks(modules=None, pkg_dir: Path = PKG_DIR, nb_dir: Path = NB_DI
         marks = list(_MARKER.finditer(text))
         if not marks:
             continue
+        # Only the cells travel back: the header and docstring come from the notebook, __all__ from the cells.
+        fresh = export_source(Path(nb_dir) / Path(marks[0].group(1)).name, path.stem)
+        if _preamble(fresh) != _preamble(text):
+            raise ValueError(f"{path.name}: its header or docstring was edited: edit the notebook instead")
         edits: dict[str, dict[str, str]] = {}
         for m, nxt in zip(marks, [*marks[1:], None], strict=True):
             body = text[m.end() : nxt.start() if nxt else len(text)].strip("\n").rstrip()
@@ -235,11 +246,6 @@ def update_notebooks(modules=None, pkg_dir: Path = PKG_DIR, nb_dir: Path = NB_DI
                     changed.append(f"{nb_path.name} [{cid}]")
             nb_path.write_text(
                 json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8", newline="\n"
-            )
-        fresh = export_source(Path(nb_dir) / Path(marks[0].group(1)).name, path.stem)
-        if fresh.split(marks[0].group(0))[0] != text[: marks[0].start()]:
-            raise ValueError(
-                f"{path.name}: its header, docstring or __all__ was edited: edit the notebook instead"
             )
     return changed
 

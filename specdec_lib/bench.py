@@ -54,13 +54,12 @@ import torch
 import specdec_lib as sd
 from specdec_lib import hf, zoo
 from specdec_lib.autoregressive import generate_ar
+from specdec_lib.methods import bench_defaults
 from specdec_lib.speculative import Clock
 
-DEFAULT_METHODS = (
-    "chain:4,tree:3-2-1,medusa:16,mtp-independent,mtp-sequential,eagle:16,eagle2:16,eagle3:16,eagle3:12-4,"
-    "dflash:8,dflash2:16,dflash2:16+selector,ngram:8,hf,hf-assisted:4,hf-assisted,hf-lookup:8"
-)
 PEERS = ("hf", "hf-assisted", "hf-lookup")
+# Every registered method's `bench` specs (registry order), then transformers' own implementations.
+DEFAULT_METHODS = ",".join([*bench_defaults(), "hf", "hf-assisted:4", "hf-assisted", "hf-lookup:8"])
 
 
 # ------------------------------------------------------------------------------------ the runners

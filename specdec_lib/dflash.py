@@ -86,6 +86,13 @@ class DFlashDrafter(nn.Module):
         self._shared = (hf.embeddings(target), hf.lm_head(target))  # a tuple: not our parameters
         self.to(hf.device_of(target), hf.dtype_of(target))
 
+    @classmethod
+    def untrained(cls, target) -> "DFlashDrafter":
+        """A fresh drafter for any target (the tests' `weights="random"`): the course's taps, or, on a
+        target under 4 layers, the embeddings, middle and end (as chapter 09's Eagle3Drafter.untrained)."""
+        L = hf.num_layers(target)
+        return cls(target, feature_layers=None if L >= 4 else (0, L // 2, -1)).eval()
+
     def context(self, hidden: dict) -> torch.Tensor:
         """ctx = hidden_norm(fc([h_1 ; ... ; h_n])) from the target's hidden states {layer: [..., m, d]}."""
         return self.hidden_norm(self.fc(torch.cat([hidden[i] for i in self.feature_layers], -1)))
@@ -240,7 +247,7 @@ class DFlashProposer(Proposer):
 
     def start(self, target, prompt_ids, sampling, generator, features):
         self.check_vocab("DFlash drafter", self.drafter.vocab, target)
-        self.sampling, self.generator, self.forwards = sampling, generator, 0
+        self.sampling, self.generator = sampling, generator
         self.caches = [KVCache() for _ in self.drafter.layers]
         self.fresh = self.drafter.context(features)  # context not yet in the caches: positions 0 .. n - 1
 

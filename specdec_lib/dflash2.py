@@ -192,6 +192,20 @@ class DFlash2Drafter(DFlashDrafter):
         assert not unexpected and all(cls.is_new_part(k) for k in missing)
         return new
 
+    @classmethod
+    def untrained(cls, target, mixing: bool = True, selector: bool = True) -> "DFlash2Drafter":
+        """A fresh DFlash 2 for any target (the tests' `weights="random"`): an untrained DFlash backbone
+        plus the new parts moved off their identity start (so they change something), and a candidate
+        list shorter than the vocabulary even on tiny targets (so only part of it is re-scored)."""
+        base = DFlashDrafter.untrained(target)
+        top_k = max(2, min(16, hf.vocab_size(target) // 2))
+        drafter = cls.from_dflash(target, base, mixing=mixing, selector=selector, top_k=top_k)
+        with torch.no_grad():
+            for name, p in drafter.named_parameters():
+                if drafter.is_new_part(name):
+                    p.add_(0.1 * torch.randn_like(p))
+        return drafter.eval()
+
     @staticmethod
     def is_new_part(name: str) -> bool:
         """Does this parameter name belong to DFlash 2's own parts (a mixer or the selector)?"""

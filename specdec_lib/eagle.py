@@ -11,6 +11,7 @@ __all__ = [
     "drafting_steps",
     "rank_acceptance",
     "eagle_choices",
+    "FeatureTreeProposer",
     "EagleProposer",
 ]
 
@@ -202,48 +203,25 @@ def eagle_choices(acc: torch.Tensor, num_nodes: int) -> list[tuple[int, ...]]:
 
 
 # %% notebooks/07_eagle.ipynb [e7-026]
-class EagleProposer(Proposer):
-    """EAGLE-1: the drafter grows a static tree (`choices`, rank paths as in chapter 05) from the target
-    features the engine hands over after every verification (no extra target pass).
-
-    A node's children are the drafter's top picks *given that node's token* (the drafter is
-    autoregressive, unlike Medusa's heads): for every depth, ONE drafter pass over the nodes to expand,
-    at position (root position + depth - 1), each reading [e(its token) ; its parent's guessed feature]
-    under a tree mask. When sampling, children are drawn from the processed drafter distribution
-    without replacement (chapter 04's draw_children), with the sibling-adjusted q that keeps chapter
-    04's verify_tree lossless; greedy (or mode="topk"), they are the top ranks, q = None.
+class FeatureTreeProposer(Proposer):
+    """What every EAGLE proposer shares (EAGLE-1 here, EAGLE-2 and -3 later): a drafter that reads the
+    target's features (`feature_layers`) and grows a tree, one drafter pass per depth; `mode` is how
+    siblings are drawn when sampling (chapter 04's draw_children). Subclasses decide the tree's shape.
 
     The drafter's KV cache holds the committed positions whose features came from the TARGET: after
     each round it is cropped back to them, and the next round's catch-up pass feeds the accepted path
     with the target's true features (EAGLE's "stable" cache); guessed features never stay in it."""
 
-    def __init__(self, drafter: EagleDrafter, choices, mode: str = "without_replacement"):
-        choices = sorted({tuple(int(r) for r in c) for c in choices}, key=lambda c: (len(c), c))
-        if not choices:
-            raise ValueError("choices must name at least one node, e.g. [(0,), (0, 0)]")
-        for c in choices:
-            if not c or any(not 0 <= r < drafter.vocab for r in c):
-                raise ValueError(
-                    f"choice {c}: ranks must be in [0, {drafter.vocab}) (0 = the drafter's best)"
-                )
-            if len(c) > 1 and c[:-1] not in choices:
-                raise ValueError(f"choice {c} has no parent {c[:-1]} in the tree")
-            if c[-1] > 0 and c[:-1] + (c[-1] - 1,) not in choices:
-                raise ValueError(f"choice {c} without its elder sibling: children must be ranks 0..m-1")
+    def __init__(self, drafter: EagleDrafter, mode: str = "without_replacement"):
         if mode not in SIBLING_MODES:
             raise ValueError(f"mode must be one of {SIBLING_MODES}, got {mode!r}")
-        self.drafter, self.choices, self.mode = drafter, choices, mode
-        self.feature_layers = drafter.feature_layers
-        self.width = {}  # rank path -> how many children it has in the tree
-        for c in choices:
-            self.width[c[:-1]] = max(self.width.get(c[:-1], 0), c[-1] + 1)
+        self.drafter, self.mode, self.feature_layers = drafter, mode, drafter.feature_layers
 
     def start(self, target, prompt_ids, sampling, generator, features):
         self.check_vocab("EAGLE drafter", self.drafter.vocab, target)
         self.sampling, self.generator = sampling, generator
         self.cache = KVCache()  # positions 0 .. n - 1 with the target's features (plus the tree, briefly)
         self.f = self.drafter.fuse(features)  # target features not yet fed to the drafter
-        self.forwards = 0
         self.confidence = None  # after propose: the drafter's probability of each node given its parent
 
     def catch_up(self, tokens):
@@ -269,6 +247,41 @@ class EagleProposer(Proposer):
         self.fed += level
         self.forwards += 1
         return self.drafter(feats, ids, pos, self.cache, mask)
+
+    def update(self, tokens, verdict):
+        self.cache.crop(verdict.root)  # back to the positions fed with the target's own features
+        self.f = torch.cat([self.f, self.drafter.fuse(verdict.features)])
+
+
+class EagleProposer(FeatureTreeProposer):
+    """EAGLE-1: the drafter grows a static tree (`choices`, rank paths as in chapter 05) from the target
+    features the engine hands over after every verification (no extra target pass).
+
+    A node's children are the drafter's top picks *given that node's token* (the drafter is
+    autoregressive, unlike Medusa's heads): for every depth, ONE drafter pass over the nodes to expand,
+    at position (root position + depth - 1), each reading [e(its token) ; its parent's guessed feature]
+    under a tree mask. When sampling, children are drawn from the processed drafter distribution
+    without replacement (chapter 04's draw_children), with the sibling-adjusted q that keeps chapter
+    04's verify_tree lossless; greedy (or mode="topk"), they are the top ranks, q = None."""
+
+    def __init__(self, drafter: EagleDrafter, choices, mode: str = "without_replacement"):
+        super().__init__(drafter, mode)
+        choices = sorted({tuple(int(r) for r in c) for c in choices}, key=lambda c: (len(c), c))
+        if not choices:
+            raise ValueError("choices must name at least one node, e.g. [(0,), (0, 0)]")
+        for c in choices:
+            if not c or any(not 0 <= r < drafter.vocab for r in c):
+                raise ValueError(
+                    f"choice {c}: ranks must be in [0, {drafter.vocab}) (0 = the drafter's best)"
+                )
+            if len(c) > 1 and c[:-1] not in choices:
+                raise ValueError(f"choice {c} has no parent {c[:-1]} in the tree")
+            if c[-1] > 0 and c[:-1] + (c[-1] - 1,) not in choices:
+                raise ValueError(f"choice {c} without its elder sibling: children must be ranks 0..m-1")
+        self.choices = choices
+        self.width = {}  # rank path -> how many children it has in the tree
+        for c in choices:
+            self.width[c[:-1]] = max(self.width.get(c[:-1], 0), c[-1] + 1)
 
     @torch.no_grad()
     def propose(self, tokens, max_depth):
@@ -306,7 +319,3 @@ class EagleProposer(Proposer):
         self.confidence = torch.tensor(conf)
         q = torch.stack(qs) if qs else None
         return Tree(tokens.new_tensor(node_tokens), tokens.new_tensor(parents), q)
-
-    def update(self, tokens, verdict):
-        self.cache.crop(len(tokens) - len(verdict.tokens) - 1)  # back to the target-feature positions
-        self.f = torch.cat([self.f, self.drafter.fuse(verdict.features)])

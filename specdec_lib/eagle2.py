@@ -14,7 +14,7 @@ __all__ = [
 import torch
 
 from specdec_lib import hf
-from specdec_lib.eagle import EagleDrafter, EagleProposer, drafting_steps
+from specdec_lib.eagle import EagleDrafter, FeatureTreeProposer, drafting_steps
 from specdec_lib.trees import Tree
 
 
@@ -71,7 +71,7 @@ def rerank(scores, parents, total_tokens: int) -> list[int]:
 
 
 # %% notebooks/08_eagle2.ipynb [e8-014]
-class Eagle2Proposer(EagleProposer):
+class Eagle2Proposer(FeatureTreeProposer):
     """EAGLE-2: the same drafter, a dynamic tree grown where the drafter is confident.
 
     Depth 1: the root's top_k children, each scored with its log-probability. Then, `depth - 1` times,
@@ -108,8 +108,8 @@ class Eagle2Proposer(EagleProposer):
             raise ValueError(f"top_k = {top_k} is more than the vocabulary ({drafter.vocab})")
         if not (isinstance(greedy_temperature, (int, float)) and 0 < greedy_temperature < float("inf")):
             raise ValueError(f"greedy_temperature must be a positive number, got {greedy_temperature!r}")
-        self.drafter, self.total_tokens, self.depth, self.top_k = drafter, total_tokens, depth, top_k
-        self.feature_layers = drafter.feature_layers
+        super().__init__(drafter, mode="topk")  # chapter 07's drafter side; every child a top-k pick
+        self.total_tokens, self.depth, self.top_k = total_tokens, depth, top_k
         self.greedy_temperature = float(greedy_temperature)
 
     def start(self, target, prompt_ids, sampling, generator, features):

@@ -12,6 +12,7 @@ __all__ = [
     "eagle3_inputs",
     "train_eagle3",
     "load_eagle3",
+    "Eagle3Proposer",
 ]
 
 
@@ -22,6 +23,7 @@ import torch
 from torch import nn
 
 from specdec_lib import hf
+from specdec_lib.eagle2 import Eagle2Proposer
 from specdec_lib.layers import MLP, Attention, RMSNorm, rotate
 from specdec_lib.training import train_on_frozen_target
 
@@ -125,6 +127,13 @@ class Eagle3Drafter(nn.Module):
             self.lm_head.weight.copy_(hf.lm_head(target).weight[used])
         self._shared = (hf.embeddings(target),)  # a tuple: not our parameters
         self.to(hf.device_of(target), hf.dtype_of(target))
+
+    @classmethod
+    def untrained(cls, target) -> "Eagle3Drafter":
+        """A fresh drafter for any target (the tests' `weights="random"`): the course's taps, or, on a
+        target under 4 layers where three distinct taps do not exist, the embeddings, middle and end."""
+        L = hf.num_layers(target)
+        return cls(target, feature_layers=None if L >= 4 else (0, L // 2, -1)).eval()
 
     def fuse(self, hidden: dict) -> torch.Tensor:
         """g = fc([h_low ; h_mid ; h_high]) from the target's hidden states {layer: [..., n, d]}."""
@@ -269,3 +278,18 @@ def load_eagle3(target, preset: str = "tiny-code"):
     drafter = Eagle3Drafter(target, state["d2t"], card["config"]["feature_layers"])
     drafter.load_state_dict(state)
     return drafter.eval(), card
+
+
+# %% notebooks/09_eagle3.ipynb [e9-025b]
+class Eagle3Proposer(Eagle2Proposer):
+    """EAGLE-3 at inference: chapter 08's dynamic tree, unchanged, grown by an Eagle3Drafter (three fused
+    target layers, its own draft vocabulary). Named so that the registry, the statistics and the errors
+    say EAGLE-3, and so that a drafter of another kind is refused."""
+
+    def __init__(self, drafter: Eagle3Drafter, *args, **kwargs):
+        if not isinstance(drafter, Eagle3Drafter):
+            raise ValueError(
+                f"Eagle3Proposer grows its tree with an Eagle3Drafter, got {type(drafter).__name__}: "
+                "chapter 08's Eagle2Proposer takes any EAGLE drafter"
+            )
+        super().__init__(drafter, *args, **kwargs)

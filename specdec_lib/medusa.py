@@ -79,6 +79,18 @@ class MedusaHeads(nn.Module):
         heads = cls(head.shape[1], head.shape[0], num_heads, head, train_projection)
         return heads.to(hf.device_of(target), hf.dtype_of(target))
 
+    @classmethod
+    def untrained(cls, target, num_heads: int = 3, seed: int = 0) -> "MedusaHeads":
+        """Untrained heads for any target (the tests' `weights="random"`): small random ResBlocks, seeded,
+        so that the heads differ from one another (fresh ones all start as the identity)."""
+        heads = cls.for_target(target, num_heads, train_projection=False)
+        g = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for block in heads.blocks:
+                w = block.linear.weight
+                w.copy_(torch.randn(w.shape, generator=g) * 0.5 / w.shape[1] ** 0.5)
+        return heads.eval()
+
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         """h [..., d] -> logits [K, ..., V] (head k at index k - 1)."""
         outs = []
@@ -192,7 +204,6 @@ class MedusaProposer(Proposer):
         self.check_vocab("Medusa heads", self.heads.vocab, target)
         prefix = features[-1]  # [len(prompt) - 1, d]: empty for a 1-token prompt, so nothing to draft from
         self.h = prefix[-1] if len(prefix) else None
-        self.forwards = 0
 
     @torch.no_grad()
     def propose(self, tokens, max_depth):

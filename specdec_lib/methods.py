@@ -9,10 +9,14 @@
     make_proposer("ngram:8", target)             # prompt lookup: no model, copies what followed before
     make_proposer("eagle3", target)              # EAGLE-3's drafter in EAGLE-2's tree (16 nodes)
 
-A spec is `NAME[:ARG]`. Every method the course builds is one `register(...)` call below; the bench,
-the tests (the proposer contract test runs on every entry) and the zoo trainer read this table, so a
-new method is added here and nowhere else. Builders import their chapter lazily, so a half-finished
-chapter never breaks the methods of the chapters before it.
+A spec is `NAME[:ARG]`. Every method the course builds is one `register(...)` call below, and the entry
+carries everything the rest of the library reads about it: the contract test runs on every entry and
+checks its drafts against the entry's fresh reference (`specdec_lib.contract`); the zoo trainer's
+`--stage` choices and its check that every shipped weight has a trainer come from `zoo_stage`; the
+benchmark's default methods from `bench`; the zoo's messages from `zoo_weights`. So a new method is one
+`register(...)` call, here or in a file of its own that is imported (tests/test_registry.py adds a toy
+method that way). Builders import their chapter lazily, so a half-finished chapter never breaks the
+methods of the chapters before it.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
+from specdec_lib import contract
 
 WEIGHTS = ("zoo", "random")
 
@@ -35,9 +41,12 @@ class Method:
     build: Callable
     chapter: int
     summary: str
-    example: str  # a spec that the bench and the contract test use
+    fresh_draft: Callable  # its greedy drafts recomputed from scratch (specdec_lib.contract)
+    example: str  # a spec that the contract test uses
     needs_draft: bool = False  # a separate draft model (chain, tree)
     zoo_weights: str | None = None  # the trained weights it loads from the zoo (None: no weights)
+    zoo_stage: str | None = None  # the `zoo_train --stage` that trains them
+    bench: tuple[str, ...] = ()  # the specs `python -m specdec_lib.bench` runs by default
 
 
 METHODS: dict[str, Method] = {}
@@ -49,15 +58,55 @@ def register(
     *,
     chapter: int,
     summary: str,
+    fresh_draft: Callable,
     example: str | None = None,
     needs_draft: bool = False,
     zoo_weights: str | None = None,
+    zoo_stage: str | None = None,
+    bench: tuple[str, ...] = (),
 ) -> Method:
-    """Add a method (or replace one of the same name) and return its entry."""
+    """Add a method (or replace one of the same name) and return its entry.
+
+    build(arg, target, draft, weights) -> a fresh proposer; fresh_draft(proposer, target, tokens, tree)
+    -> [(logits, rank)] per node, the contract test's reference (see specdec_lib.contract); zoo_weights
+    and zoo_stage: the zoo weights it loads and the zoo_train stage that trains them (both or neither);
+    bench: the specs the benchmark runs by default (none: only when asked)."""
     if not name or ":" in name:
         raise ValueError(f"a method name is a non-empty word without ':', got {name!r}")
-    METHODS[name] = Method(name, build, chapter, summary, example or name, needs_draft, zoo_weights)
+    if not callable(build) or not callable(fresh_draft):
+        raise ValueError(f"{name}: build and fresh_draft must be callables")
+    if (zoo_weights is None) != (zoo_stage is None):
+        raise ValueError(f"{name}: zoo weights need the zoo_train stage that trains them, and only they")
+    bench = tuple(bench)
+    if any(spec.partition(":")[0] != name for spec in bench):
+        raise ValueError(f"{name}: its bench specs must be its own ({name} or {name}:ARG), got {bench}")
+    METHODS[name] = Method(
+        name,
+        build,
+        chapter,
+        summary,
+        fresh_draft,
+        example or name,
+        needs_draft,
+        zoo_weights,
+        zoo_stage,
+        bench,
+    )
     return METHODS[name]
+
+
+def bench_defaults() -> list[str]:
+    """The specs the benchmark runs when no --methods are given, in registry order."""
+    return [spec for m in METHODS.values() for spec in m.bench]
+
+
+def zoo_stages() -> dict[str, list[str]]:
+    """{zoo_train stage: the zoo weights its registered methods load}, in registry order."""
+    stages: dict[str, list[str]] = {}
+    for m in METHODS.values():
+        if m.zoo_stage is not None and m.zoo_weights not in stages.setdefault(m.zoo_stage, []):
+            stages[m.zoo_stage].append(m.zoo_weights)
+    return stages
 
 
 def make_proposer(spec: str, target, draft=None, weights: str = "zoo"):
@@ -112,30 +161,16 @@ def _tree(arg, target, draft, weights):
     return TreeDraftProposer(draft, shape)
 
 
-def _random_medusa(target):
-    """Untrained Medusa heads with small random ResBlocks (seeded), so heads differ from each other."""
-    from specdec_lib.medusa import MedusaHeads
-
-    heads = MedusaHeads.for_target(target, num_heads=3, train_projection=False)
-    g = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for block in heads.blocks:
-            w = (
-                torch.randn(block.linear.weight.shape, generator=g)
-                * 0.5
-                / block.linear.weight.shape[1] ** 0.5
-            )
-            block.linear.weight.copy_(w)
-    # Treat rank r at every head as 0.5 ** (r + 1) likely: a small tree of the best few guesses.
-    return heads.eval(), {"validation_accuracy": {"top_i": [[0.5 ** (r + 1) for r in range(4)]] * 3}}
-
-
 def _medusa(arg, target, draft, weights):
-    from specdec_lib.medusa import MedusaProposer, load_medusa, medusa_choices
+    from specdec_lib.medusa import MedusaHeads, MedusaProposer, load_medusa, medusa_choices
 
-    heads, card = (
-        _random_medusa(target) if weights == "random" else _zoo_module(target, "medusa", load_medusa)
-    )
+    if weights == "random":  # rank r at every head treated as 0.5 ** (r + 1) likely: a small tree
+        heads, card = (
+            MedusaHeads.untrained(target),
+            {"validation_accuracy": {"top_i": [[0.5 ** (r + 1) for r in range(4)]] * 3}},
+        )
+    else:
+        heads, card = _zoo_module(target, "medusa", load_medusa)
     accuracy = torch.tensor(card["validation_accuracy"]["top_i"])
     return MedusaProposer(heads, medusa_choices(accuracy, _int_arg(arg, 16, "medusa:NODES")))
 
@@ -197,31 +232,23 @@ def _eagle2(arg, target, draft, weights):
 
 
 def _eagle3(arg, target, draft, weights):
-    from specdec_lib.eagle2 import Eagle2Proposer
-    from specdec_lib.eagle3 import Eagle3Drafter, load_eagle3
+    from specdec_lib.eagle3 import Eagle3Drafter, Eagle3Proposer, load_eagle3
 
     budget = _tree_budget(arg, "eagle3")
-    if weights == "random":  # untrained, for any target; under 4 layers: taps at embeddings, middle, end
-        from specdec_lib import hf
-
-        L = hf.num_layers(target)
-        taps = None if L >= 4 else (0, L // 2, -1)
-        drafter, greedy_t = Eagle3Drafter(target, feature_layers=taps).eval(), 1.0
+    if weights == "random":
+        drafter, greedy_t = Eagle3Drafter.untrained(target), 1.0
     else:
         drafter, card = _zoo_module(target, "eagle3", load_eagle3)
         greedy_t = card["calibration"]["greedy_temperature"]
-    return Eagle2Proposer(drafter, greedy_temperature=greedy_t, **budget)  # chapter 08's tree
+    return Eagle3Proposer(drafter, greedy_temperature=greedy_t, **budget)  # chapter 08's tree
 
 
 def _dflash(arg, target, draft, weights):
     from specdec_lib.dflash import DFlashDrafter, DFlashProposer, load_dflash
 
     block = _int_arg(arg, 16, "dflash:BLOCK")
-    if weights == "random":  # untrained, for any target; under 4 layers: taps at embeddings, middle, end
-        from specdec_lib import hf
-
-        L = hf.num_layers(target)
-        drafter = DFlashDrafter(target, feature_layers=None if L >= 4 else (0, L // 2, -1)).eval()
+    if weights == "random":
+        drafter = DFlashDrafter.untrained(target)
     else:
         drafter, _ = _zoo_module(target, "dflash", load_dflash)
     return DFlashProposer(drafter, block_size=block)
@@ -236,19 +263,8 @@ def _dflash2(arg, target, draft, weights):
     if part not in ("", "selector", "mixing"):
         raise ValueError(f"dflash2 takes +selector or +mixing for one part alone, got {arg!r}")
     mixing, selector = part != "selector", part != "mixing"
-    if weights == "random":  # DFlash's random drafter plus DFlash 2's parts, moved off their identity start
-        from specdec_lib import hf
-
-        vocab = hf.vocab_size(target)
-        base = _dflash("", target, draft, "random").drafter
-        # a candidate list shorter than the vocabulary even on tiny test targets, so only part is re-scored
-        drafter = DFlash2Drafter.from_dflash(
-            target, base, mixing=mixing, selector=selector, top_k=max(2, min(16, vocab // 2))
-        ).eval()
-        with torch.no_grad():
-            for name, p in drafter.named_parameters():
-                if drafter.is_new_part(name):
-                    p.add_(0.1 * torch.randn_like(p))
+    if weights == "random":
+        drafter = DFlash2Drafter.untrained(target, mixing=mixing, selector=selector)
     else:
         load = lambda t: load_dflash2(t, mixing=mixing, selector=selector)  # noqa: E731
         drafter, _ = _zoo_module(target, f"dflash2+{part or 'both'}", load)
@@ -271,6 +287,8 @@ register(
     summary="a separate draft model drafts a chain of K tokens (classic speculative decoding)",
     example="chain:3",
     needs_draft=True,
+    fresh_draft=contract.fresh_chain,
+    bench=("chain:4",),
 )
 register(
     "tree",
@@ -279,6 +297,8 @@ register(
     summary="a draft model drafts a fixed-shape tree, one draft pass per level (SpecInfer-style)",
     example="tree:2-2-1",
     needs_draft=True,
+    fresh_draft=contract.fresh_tree,
+    bench=("tree:3-2-1",),
 )
 register(
     "medusa",
@@ -287,6 +307,9 @@ register(
     summary="Medusa heads on the target's last hidden state draft a sparse tree of NODES nodes",
     example="medusa:16",
     zoo_weights="medusa",
+    fresh_draft=contract.fresh_medusa,
+    zoo_stage="heads",
+    bench=("medusa:16",),
 )
 register(
     "mtp-independent",
@@ -294,6 +317,9 @@ register(
     chapter=6,
     summary="independent multi-token-prediction heads (Gloeckle et al.) draft a chain",
     zoo_weights="mtp-independent",
+    fresh_draft=contract.fresh_mtp,
+    zoo_stage="heads",
+    bench=("mtp-independent",),
 )
 register(
     "mtp-sequential",
@@ -301,6 +327,9 @@ register(
     chapter=6,
     summary="sequential MTP modules (DeepSeek-V3) draft a chain, each depth reading the one before",
     zoo_weights="mtp-sequential",
+    fresh_draft=contract.fresh_mtp,
+    zoo_stage="heads",
+    bench=("mtp-sequential",),
 )
 register(
     "eagle",
@@ -309,6 +338,9 @@ register(
     summary="EAGLE: a one-layer drafter on the target's features drafts a static tree of NODES nodes",
     example="eagle:8",
     zoo_weights="eagle",
+    fresh_draft=contract.fresh_eagle,
+    zoo_stage="eagle",
+    bench=("eagle:16",),
 )
 register(
     "eagle2",
@@ -318,6 +350,9 @@ register(
     "(eagle2:TOTAL-DEPTH also caps the depth, default 8)",
     example="eagle2:8",
     zoo_weights="eagle",
+    fresh_draft=contract.fresh_eagle,
+    zoo_stage="eagle",
+    bench=("eagle2:16",),
 )
 register(
     "eagle3",
@@ -327,6 +362,9 @@ register(
     "test, grows EAGLE-2's dynamic tree of TOTAL nodes (eagle3:TOTAL-DEPTH: at most DEPTH deep)",
     example="eagle3:8",
     zoo_weights="eagle3",
+    fresh_draft=contract.fresh_eagle,
+    zoo_stage="eagle3",
+    bench=("eagle3:16", "eagle3:12-4"),
 )
 register(
     "dflash",
@@ -336,6 +374,9 @@ register(
     "fills a whole block [anchor, MASK, ...] in ONE pass, drafting a chain of BLOCK - 1 tokens",
     example="dflash:8",
     zoo_weights="dflash",
+    fresh_draft=contract.fresh_dflash,
+    zoo_stage="dflash",
+    bench=("dflash:8",),
 )
 register(
     "dflash2",
@@ -346,6 +387,9 @@ register(
     "dflash2:B+mixing keep one part only (the ablation)",
     example="dflash2:4",
     zoo_weights="dflash2",
+    fresh_draft=contract.fresh_dflash2,
+    zoo_stage="dflash2",
+    bench=("dflash2:16", "dflash2:16+selector"),
 )
 register(
     "ngram",
@@ -354,4 +398,6 @@ register(
     summary="prompt lookup: copy the K tokens that followed the latest earlier occurrence of the text's last "
     "N (default 3, then fewer) tokens; no model at all",
     example="ngram:4",
+    fresh_draft=contract.fresh_ngram,
+    bench=("ngram:8",),
 )

@@ -203,7 +203,7 @@ class MTPProposer(Proposer):
     def start(self, target, prompt_ids, sampling, generator, features):
         vocab = self.mtp._shared[1].weight.shape[0]
         self.check_vocab("MTP heads", vocab, target)
-        self.sampling, self.generator, self.forwards = sampling, generator, 0
+        self.sampling, self.generator = sampling, generator
         n_blocks = self.mtp.depth if self.sequential else self.mtp.num_heads
         self.caches = [KVCache() for _ in range(n_blocks)]
         self.h0 = features[self.mtp.feature_layer]  # the target's features at positions 0 .. n - 1
@@ -239,9 +239,8 @@ class MTPProposer(Proposer):
     def update(self, tokens, verdict):
         self.h0 = torch.cat([self.h0, verdict.features[self.mtp.feature_layer]])
         if self.sequential:  # module k: keep positions j whose token j + k is committed and was drafted
-            pending = len(tokens) - 1
             for k, cache in enumerate(self.caches, start=1):
-                keep = min(len(cache), max(0, pending - k))
+                keep = min(len(cache), max(0, verdict.next_root - k))
                 cache.crop(keep)
                 self.outs[k - 1] = self.outs[k - 1][:keep]
 

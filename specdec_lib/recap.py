@@ -35,7 +35,7 @@ class PromptLookupProposer(Proposer):
         self.k, self.max_ngram = k, max_ngram
 
     def start(self, target, prompt_ids, sampling, generator, features):
-        self.forwards = 0  # it never runs a model
+        pass  # nothing to set up: it never runs a model
 
     def propose(self, tokens, max_depth):
         k = min(self.k, max_depth)

@@ -156,6 +156,18 @@ class Verdict:
     tokens: list[int]  # what the round commits: the accepted drafts, then the target's own token
     kept: torch.Tensor  # slots of the verification pass kept in the target's cache: 0 (root), 1 + path
     features: dict[int, torch.Tensor]  # target hidden states at the kept slots, per requested layer
+    root: int  # position of this round's root, the token that was pending when the round began
+
+    @property
+    def accepted(self) -> int:
+        """How many drafted nodes the round kept: they sit at positions root + 1 .. root + accepted."""
+        return len(self.path)
+
+    @property
+    def next_root(self) -> int:
+        """Position of the new pending token (root + accepted + 1), the root of the next round: every
+        position before it is committed and backed by the target's features."""
+        return self.root + self.accepted + 1
 
     @property
     def next_token(self) -> int:
@@ -236,13 +248,41 @@ class Generation:
 
 # %% notebooks/02_draft_and_verify.ipynb [c013]
 class Proposer:
-    """The one thing each method changes (defined in chapter 02). Subclasses draft a `DraftTree`.
+    """The one thing each method changes (defined in chapter 02): each round it drafts a `DraftTree`.
+    This docstring is the whole contract the engine relies on; tests/test_contract.py checks every
+    registered method against it, and `check_proposer` what can be checked before a generation.
 
-    `feature_layers`: target hidden states the proposer wants from every verification pass (chapter 05+).
+    Attributes the engine reads:
+    - `feature_layers`, a tuple of ints: the target hidden states the proposer wants (chapter 05 on), in
+      the course's one numbering (hf.forward): 0 = the embeddings, i = the stream entering decoder layer
+      i, -1 = the last layer after the final norm. Empty: none.
+    - `forwards`: how many passes of its own models the proposer has run, ever. Only the proposer adds to
+      it; the engine reports how much it grew during a generation (`Stats.draft_forwards`).
+
+    The three calls, in this order for every generation (one generation at a time per object):
+    - `start(target, prompt_ids, sampling, generator, features)` builds every per-generation state
+      afresh (caches, features not yet fed to a drafter, the sampling controls and the generator it must
+      draw with). `features[l]` are the target's hidden states over positions 0 .. len(prompt) - 2; the
+      last prompt token is the first pending one.
+    - `propose(tokens, max_depth)`: `tokens` is the committed sequence; its last token, at position
+      len(tokens) - 1, is pending (not in the target's cache yet) and is the tree's root. Returns a
+      DraftTree at most `max_depth` deep, or None (nothing to offer: a plain decoding step). Its `q` is
+      None when every node is a deterministic pick (greedy, top-k children), else q[i] is exactly the
+      distribution node i was drawn from, given its ancestors and elder siblings: what keeps the
+      verifier lossless. Every random draw uses `generator`.
+      Fresh equality: at T = 0 the tree equals what the method's drafter computes from a fresh,
+      teacher-forced pass over the committed text (each registry entry names that reference), so its
+      caches and stored features are right, not merely harmless.
+    - `update(tokens, verdict)`: after the round, `tokens` is the committed sequence (it ends with
+      `verdict.tokens`); the round's root was at position `verdict.root`, `verdict.accepted` nodes
+      (`verdict.path`) were kept, and `verdict.features[l]` holds the target's hidden states at the root
+      and at those nodes, positions root .. root + accepted. Roll every cache back to what the committed
+      text justifies, from these fields: positions come from the verdict, never from arithmetic on
+      `tokens`.
     """
 
     feature_layers: tuple[int, ...] = ()
-    forwards: int = 0  # draft passes so far, read by the engine's statistics
+    forwards: int = 0  # passes of the proposer's own models, ever (the engine reads the growth)
 
     def start(self, target, prompt_ids: torch.Tensor, sampling: SamplingParams, generator, features: dict):
         """A new generation begins; `features[layer]` are the target's hidden states over prompt[:-1]."""
@@ -252,8 +292,8 @@ class Proposer:
         raise NotImplementedError
 
     def update(self, tokens: torch.Tensor, verdict: Verdict):
-        """After a round: `tokens` is the committed sequence, ending in `verdict.tokens`; `verdict.path`
-        the accepted nodes; `verdict.features` the target's hidden states at root + accepted nodes."""
+        """After a round: positions from `verdict.root` and `verdict.accepted`, features from
+        `verdict.features` (the target's hidden states at the root and the accepted nodes)."""
 
     @staticmethod
     def check_vocab(what: str, vocab: int, target) -> None:
@@ -280,7 +320,6 @@ class DraftModelProposer(Proposer):
         self.check_vocab("draft", hf.vocab_size(self.draft), target)
         self.sampling, self.generator = sampling, generator
         self.cache = hf.new_cache(self.draft)  # the draft's own KV cache, rolled back every round
-        self.forwards = 0
 
     def propose(self, tokens, max_depth):
         k = min(self.k, max_depth)
@@ -304,7 +343,7 @@ class DraftModelProposer(Proposer):
 
     def update(self, tokens, verdict):
         # Keep only cache entries of committed tokens: the accepted drafts are valid, the rest is dropped.
-        hf.crop_cache(self.cache, len(tokens) - 1)
+        hf.crop_cache(self.cache, verdict.next_root)
 
 
 # %% notebooks/02_draft_and_verify.ipynb [c019]
@@ -357,14 +396,33 @@ def check_verifier(verify, sampling: SamplingParams):
     return verify_greedy
 
 
-def check_proposer(proposer) -> None:
-    """A clear error for the classic slip of passing the draft model itself as the proposer."""
-    if proposer is None or isinstance(proposer, Proposer):
+def check_proposer(proposer, target=None) -> None:
+    """Everything the engine reads from a proposer, checked before a generation starts: the three calls,
+    `forwards` (a count) and `feature_layers` (layers `target` has, in hf.forward's numbering). A clear
+    error also for the classic slip of passing the draft model itself."""
+    if proposer is None:
         return
+    name = type(proposer).__name__
     if hf.is_model(proposer):
         raise ValueError("a model is not a proposer: wrap a draft model as DraftModelProposer(draft, k)")
     if not all(callable(getattr(proposer, hook, None)) for hook in ("start", "propose", "update")):
-        raise ValueError(f"{type(proposer).__name__} is not a Proposer (it needs start, propose, update)")
+        raise ValueError(f"{name} is not a Proposer (it needs start, propose, update)")
+    forwards = getattr(proposer, "forwards", None)
+    if isinstance(forwards, bool) or not isinstance(forwards, int) or forwards < 0:
+        raise ValueError(f"{name}.forwards must count its draft passes (an int >= 0), got {forwards!r}")
+    layers = getattr(proposer, "feature_layers", None)
+    if not isinstance(layers, tuple) or not all(
+        isinstance(i, int) and not isinstance(i, bool) for i in layers
+    ):
+        raise ValueError(f"{name}.feature_layers must be a tuple of layer numbers, got {layers!r}")
+    if target is not None:
+        L = hf.num_layers(target)
+        bad = [i for i in layers if not (i == -1 or 0 <= i <= L)]
+        if bad:
+            raise ValueError(
+                f"{name}.feature_layers {layers}: the target has hidden states 0 (embeddings) .. {L}, "
+                f"and -1 (the last, normed), not {bad}"
+            )
 
 
 def prefill(target, prompt: torch.Tensor, layers=()):
@@ -396,13 +454,14 @@ def verify_round(target, cache, tokens, tree, sampling, verify, generator=None, 
     new = new[:room]
     path = path[: len(new) - 1]  # the nodes whose tokens were committed before the pending one
     kept = torch.tensor([0] + [1 + i for i in path], device=tokens.device)
-    return Verdict(tree, path, new, kept, {layer: h[kept] for layer, h in out.hidden.items()})
+    hidden = {layer: h[kept] for layer, h in out.hidden.items()}
+    return Verdict(tree, path, new, kept, hidden, root=len(tokens) - 1)
 
 
 def commit(cache, tokens: torch.Tensor, verdict: Verdict) -> torch.Tensor:
     """Step 3: keep prefix + root + accepted nodes in the target's cache (a crop for a chain, a gather
     for a tree) and return the committed sequence with the new tokens appended."""
-    hf.keep_cache_slots(cache, len(tokens) - 1, verdict.kept)
+    hf.keep_cache_slots(cache, verdict.root, verdict.kept)
     return torch.cat([tokens, tokens.new_tensor(verdict.tokens)])
 
 
@@ -431,9 +490,9 @@ def generate(
     sampling = SamplingParams(temperature, top_k, top_p)
     tokens = prompt = check_request(target, prompt_ids, max_new_tokens, eos_token_id)
     verify = check_verifier(verify, sampling)
-    check_proposer(proposer)
+    check_proposer(proposer, target)
     generator, stats, clock = make_generator(seed, prompt.device), Stats(), Clock(prompt.device)
-    layers = proposer.feature_layers if proposer is not None else ()
+    layers, forwards0 = (proposer.feature_layers, proposer.forwards) if proposer is not None else ((), 0)
     cache, features = prefill(target, prompt, layers)
     if proposer is not None:
         proposer.start(target, prompt, sampling, generator, features)
@@ -456,5 +515,5 @@ def generate(
         stats.time_other += clock.lap()  # the statistics and the caller's hook: the engine's, not a method's
         if verdict.next_token == eos_token_id:
             break
-    stats.draft_forwards = proposer.forwards if proposer is not None else 0
+    stats.draft_forwards = proposer.forwards - forwards0 if proposer is not None else 0  # this generation's
     return Generation(tokens[len(prompt) :].tolist(), stats)

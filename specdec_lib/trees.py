@@ -140,7 +140,6 @@ class TreeDraftProposer(Proposer):
         self.check_vocab("draft", hf.vocab_size(self.draft), target)
         self.sampling, self.generator = sampling, generator
         self.cache = hf.new_cache(self.draft)  # committed tokens, plus this round's tree while drafting
-        self.forwards = 0
         self.fed = 0  # nodes of this round's tree in the cache (all but the last level)
 
     def propose(self, tokens, max_depth):
@@ -183,7 +182,7 @@ class TreeDraftProposer(Proposer):
     def update(self, tokens, verdict):
         # Keep the committed prefix (up to the round's root) plus the accepted nodes the draft had fed:
         # the keys and values a fresh pass over the committed text would compute. The rest is dropped.
-        start = len(tokens) - len(verdict.tokens)  # the cache position after this round's root
+        start = verdict.root + 1  # the cache position right after this round's root
         kept = [node for node in verdict.path if node < self.fed]
         hf.keep_cache_slots(self.cache, start, torch.tensor(kept, dtype=torch.long))
 

@@ -202,6 +202,13 @@ def save_weights(module, name: str, card: dict, preset: str = "tiny-code") -> Pa
     return folder
 
 
+def _stage_hint(weights: str) -> str:
+    """` --stage S` for the registered stage that trains `weights` ("" if no method names it)."""
+    from specdec_lib.methods import zoo_stages
+
+    return next((f" --stage {st}" for st, names in zoo_stages().items() if weights in names), "")
+
+
 def load_weights(name: str, preset: str = "tiny-code", device=None) -> tuple[dict, dict]:
     """(fp32 state dict, card) of a proposer the zoo ships, e.g. "medusa", "mtp-independent", on `device`
     (default: the CPU, where `load_pair` puts the zoo's models; the chapters' `load_*` pass the target's)."""
@@ -211,7 +218,7 @@ def load_weights(name: str, preset: str = "tiny-code", device=None) -> tuple[dic
     if not (folder / "model.safetensors").exists():
         raise ZooUnavailableError(
             f"the zoo has no {name!r} weights for preset {preset!r} (looked in {folder}); "
-            f"train them with `python -m specdec_lib.zoo_train` (`--stage heads`, `eagle`, `eagle3`, `dflash` or `dflash2` for just the proposers)"
+            f"train them with `python -m specdec_lib.zoo_train{_stage_hint(name)}`"
         )
     device = torch.device(device) if device is not None else default_device(preset)
     state = {

@@ -1,4 +1,4 @@
-"""Train the offline zoo in one command: ``python -m specdec_lib.zoo_train`` (≤ 90 min on 2 CPU cores).
+"""Train the offline zoo in one command: ``python -m specdec_lib.zoo_train`` (about 220 min on 2 CPU cores).
 
 Hand-written support code. Steps, all seeded:
 1. held-out prompts from the validation and test files  -> specdec_lib/data/prompts.json
@@ -297,15 +297,6 @@ def train_heads(
         "mtp-sequential": lambda m, f, ids: sequential_mtp_loss(m, f[-1], ids),
     }
     lrs = {"medusa": 2e-3, "mtp-independent": 1e-3, "mtp-sequential": 1e-3}
-    from specdec_lib.eagle import EAGLE_VARIANTS  # trained by train_eagle_stage
-    from specdec_lib.methods import METHODS  # the registry names the weights the zoo must ship
-
-    trained = (
-        set(models) | set(EAGLE_VARIANTS) | {"eagle3", "dflash", "dflash2"}
-    )  # the last three: own stages
-    missing = {m.zoo_weights for m in METHODS.values() if m.zoo_weights} - trained
-    if missing:
-        raise SystemExit(f"registered methods need zoo weights that the zoo does not train: {missing}")
     batches = zoo.token_batches(tok, "train", batch, length, max_batches=max_steps, seed=seed)
     log(f"heads: {len(batches)} batches of {batch}x{length} tokens available; budget {minutes} min")
     layers = (hf.num_layers(target) - 1, -1)
@@ -887,6 +878,41 @@ def train_dflash2_stage(
     log(f"dflash2 saved under {zoo.ZOO_DIR / name}")
 
 
+# ------------------------------------------------------------------- the stages the registry names
+STAGES = {  # `--stage NAME` -> its trainer, in the order `--stage all` runs them after the target and draft
+    "heads": lambda a: train_heads(a.name, a.heads_minutes, a.seed),
+    "eagle": lambda a: train_eagle_stage(a.name, a.eagle_minutes, a.seed),
+    "eagle3": lambda a: train_eagle3_stage(a.name, a.seed, max_batches=a.max_batches),
+    "dflash": lambda a: train_dflash_stage(a.name, a.dflash_minutes, a.seed, max_batches=a.max_batches),
+    "dflash2": lambda a: train_dflash2_stage(a.name, a.dflash2_minutes, a.seed, max_batches=a.max_batches),
+}
+
+
+def check_stages() -> None:
+    """The registry (`methods.register(..., zoo_stage=...)`) is the one list of stages: each one it names
+    must have a trainer here, and each trainer here must serve a registered method."""
+    from specdec_lib.methods import zoo_stages
+
+    named = set(zoo_stages())
+    if named != set(STAGES):
+        raise SystemExit(
+            f"registered zoo stages {sorted(named)} and zoo_train's trainers {sorted(STAGES)} differ: "
+            "add the missing trainer to STAGES (or the zoo_stage to its method's register call)"
+        )
+
+
+def run_stage(stage: str, args) -> None:
+    """Run one stage, then check that it wrote every weight its registered methods load."""
+    from specdec_lib.methods import zoo_stages
+
+    STAGES[stage](args)
+    absent = [
+        w for w in zoo_stages()[stage] if not (zoo.ZOO_DIR / args.name / w / "model.safetensors").exists()
+    ]
+    if absent:
+        raise SystemExit(f"stage {stage} did not write the weights {absent} that registered methods load")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--name", default="tiny-code")
@@ -901,7 +927,7 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: leave torch's default)")
     ap.add_argument(
         "--stage",
-        choices=["all", "heads", "eagle", "eagle3", "dflash", "dflash2"],
+        choices=["all", *STAGES],
         default="all",
         help="heads: only the ch05-06 heads; eagle: only the ch07-08 drafters; eagle3: chapter 09's "
         "drafter and its experiments (one pass over the training split, ~50 min on 2 cores); dflash: "
@@ -916,16 +942,9 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    if args.stage == "heads":
-        return train_heads(args.name, args.heads_minutes, args.seed)
-    if args.stage == "eagle":
-        return train_eagle_stage(args.name, args.eagle_minutes, args.seed)
-    if args.stage == "eagle3":
-        return train_eagle3_stage(args.name, args.seed, max_batches=args.max_batches)
-    if args.stage == "dflash":
-        return train_dflash_stage(args.name, args.dflash_minutes, args.seed, max_batches=args.max_batches)
-    if args.stage == "dflash2":
-        return train_dflash2_stage(args.name, args.dflash2_minutes, args.seed, max_batches=args.max_batches)
+    check_stages()
+    if args.stage != "all":
+        return run_stage(args.stage, args)
     t_all = time.time()
     out = zoo.ZOO_DIR / args.name
     common = {
@@ -1067,11 +1086,8 @@ def main(argv=None):
         shutil.rmtree(out / f"draft-{recipe}")
     save(draft, tok, out / "draft", card)
     log(f"kept the {best} draft; greedy agreement on 50 test prompts = {test_alpha:.3f}")
-    train_heads(args.name, args.heads_minutes, args.seed)
-    train_eagle_stage(args.name, args.eagle_minutes, args.seed)
-    train_eagle3_stage(args.name, args.seed)
-    train_dflash_stage(args.name, args.dflash_minutes, args.seed)
-    train_dflash2_stage(args.name, args.dflash2_minutes, args.seed)
+    for stage in STAGES:
+        run_stage(stage, args)
     log(f"zoo done in {(time.time() - t_all) / 60:.1f} min")
 
 

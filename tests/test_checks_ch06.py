@@ -53,7 +53,7 @@ def test_kept_positions_reference_matches_the_proposer():
             prop.h0 = torch.zeros(n, 2)
             tokens = torch.zeros(n + n_new + 1, dtype=torch.long)  # pending token at index n + n_new
             kept = torch.arange(n_new)  # the root and the n_new - 1 accepted drafts
-            verdict = Verdict(None, list(range(n_new - 1)), [0] * n_new, kept, {-1: torch.zeros(n_new, 2)})
+            verdict = Verdict(None, list(range(n_new - 1)), [0] * n_new, kept, {-1: torch.zeros(n_new, 2)}, n)
             prop.update(tokens, verdict)
             for k, c in enumerate(prop.caches, start=1):
                 assert len(c) == ch06.REFERENCE["check_kept_positions"](k, n, n_new), (k, n, n_new)

@@ -76,7 +76,7 @@ def test_drafter_cache_reference_matches_the_proposer():
             tree = prop.propose(tokens, 3)
             assert tree is not None
             new = [0] * (accepted + 1)
-            verdict = Verdict(tree, list(range(accepted)), new, None, {-1: torch.zeros(accepted + 1, d)})
+            verdict = Verdict(tree, list(range(accepted)), new, None, {-1: torch.zeros(accepted + 1, d)}, n)
             tokens = torch.cat([tokens, torch.tensor(new)])
             prop.update(tokens, verdict)
             kept, fed = ch07.REFERENCE["check_drafter_cache"](n, accepted)

@@ -9,7 +9,7 @@
    with top-p 0.9 (and top-k 3), computed EXACTLY by enumerating every random draw of the proposer and
    the verifier (tiny random models, untrained weights).
 
-A new method gets 1, 3 and 4 by registering, and 2 by adding its fresh reference to FRESH_DRAFT.
+A new method gets all four by registering: its entry names its fresh reference (`fresh_draft`).
 The last tests show that the contract has teeth: broken proposers, a lying proposer (right tokens,
 wrong q) and a broken verifier all fail it.
 """
@@ -18,154 +18,19 @@ import copy
 
 import pytest
 import torch
-from conftest import (
-    ExactLaw,
-    continuation_logits,
-    fresh_eagle_logits,
-    record_drafts,
-    split_tables,
-    tiny_model,
-)
+from conftest import ExactLaw, continuation_logits, record_drafts, split_tables, tiny_model
 
 import specdec_lib as sd
 from specdec_lib import hf, methods, rejection
 from specdec_lib.autoregressive import SamplingParams, generate_ar, process_logits
-from specdec_lib.layers import KVCache
+from specdec_lib.contract import check_draft_is_fresh
 from specdec_lib.speculative import DraftTree, Proposer
 
 SPECS = [m.example for m in methods.METHODS.values()]
 
 
-# -------------------------------------------------------------- fresh, teacher-forced references
-# Each returns, for every node of the proposer's greedy tree, the logits it must be the top-r choice
-# of (r = its rank among its siblings, 0 for a chain), recomputed from scratch: no cache, the target's
-# features recomputed over the committed text, the tree's own ancestors as context.
-def _fresh_chain(prop, target, tokens, tree):
-    return [(_last(prop.draft, torch.cat([tokens, tree.tokens[: i + 1]])[:-1]), 0) for i in range(len(tree))]
-
-
-def _fresh_tree(prop, target, tokens, tree):
-    kids, out = tree.children(), []
-    for i, parent in enumerate(tree.parents.tolist()):
-        context = torch.cat([tokens, tree.tokens[tree.path_to(parent)]])
-        out.append((_last(prop.draft, context), kids[parent].index(i)))
-    return out
-
-
-def _fresh_medusa(prop, target, tokens, tree):
-    h = hf.hidden_states(target, tokens[None, :-1], (-1,))[-1][0, -1]  # what chose the pending token
-    logits = prop.heads(h).float()
-    choices = [c for c in prop.choices if len(c) <= int(tree.depth().max())]
-    return [(logits[len(c) - 1], c[-1]) for c in choices]
-
-
-def _fresh_mtp(prop, target, tokens, tree):
-    mtp, n = prop.mtp, len(tokens) - 1  # features over positions 0 .. n - 1 (the pending token is n)
-    h = hf.hidden_states(target, tokens[None, :-1], (mtp.feature_layer,))[mtp.feature_layer][0]
-    positions, out = torch.arange(n), []
-    ext = torch.cat([tokens, tree.tokens])  # teacher-forced along the proposer's own drafts
-    for k in range(1, len(tree) + 1):
-        if prop.sequential:  # module k at position j reads h^{k-1}_j and the token at j + k
-            h = mtp.mtp[k - 1](h, mtp.embed(ext[k : k + n]), positions)
-            out.append((mtp.logits(k, h[-1]), 0))
-        else:  # head k reads the trunk features only
-            out.append((mtp.logits(k, mtp.heads[k - 1](h, positions)[-1]), 0))
-    return out
-
-
-def _fresh_eagle(prop, target, tokens, tree):
-    kids = tree.children()
-    if hasattr(prop, "choices"):  # the static tree: exactly its rank paths that fit in the tree's depth
-        ranks = []
-        for i, parent in enumerate(tree.parents.tolist()):
-            ranks.append((ranks[parent] if parent >= 0 else ()) + (kids[parent].index(i),))
-        want = [c for c in prop.choices if len(c) <= int(tree.depth().max())]
-        assert sorted(ranks) == sorted(want), f"eagle drafted the rank paths {ranks}, not its tree {want}"
-    return [
-        (
-            fresh_eagle_logits(prop.drafter, target, tokens, tree.tokens[tree.path_to(parent)]),
-            kids[parent].index(i),
-        )
-        for i, parent in enumerate(tree.parents.tolist())
-    ]
-
-
-def _fresh_ngram(prop, target, tokens, tree):
-    """Prompt lookup in plain Python: the latest earlier occurrence of the longest suffix (max_ngram
-    tokens, then fewer) that occurred before, and what followed it."""
-    seq, want = tokens.tolist(), None
-    for n in range(min(prop.max_ngram, len(seq) - 1), 0, -1):
-        starts = [i for i in range(len(seq) - n) if seq[i : i + n] == seq[-n:]]
-        if starts:
-            want = torch.tensor(seq[starts[-1] + n :][: len(tree)])
-            break
-    assert want is not None and want.tolist() == tree.tokens.tolist(), f"ngram drafted {tree.tokens.tolist()}"
-    return [
-        (torch.nn.functional.one_hot(want, hf.vocab_size(target))[i].float(), 0) for i in range(len(tree))
-    ]
-
-
-def _fresh_block(prop, target, tokens):
-    """The block recomputed from scratch: the context of positions 0 .. n - 1 from a fresh target pass,
-    fresh caches, the whole block [pending, MASK, ...] at n .. n + B - 1 -> its rows' states [B, d]."""
-    dr, B, n = prop.drafter, prop.block_size, len(tokens) - 1
-    ctx = dr.context(hf.hidden_states(target, tokens[None, :-1], dr.feature_layers))[0]
-    caches = [KVCache() for _ in dr.layers]
-    return dr(dr.block_ids(tokens[-1:], B)[0], torch.arange(n, n + B), caches, ctx, torch.arange(n))
-
-
-def _fresh_dflash(prop, target, tokens, tree):
-    """Row i + 1 of the fresh block drafts node i: its own argmax."""
-    logits = prop.drafter.logits(_fresh_block(prop, target, tokens))
-    assert tree.parents.tolist() == list(range(-1, len(tree) - 1)), "dflash drafts a chain"
-    return [(logits[i + 1], 0) for i in range(len(tree))]
-
-
-def _fresh_dflash2(prop, target, tokens, tree):
-    """With a selector, node i must be the best-scoring candidate of fresh row i + 1 given the node
-    before it (the anchor for node 0): scores S(a, b) on the candidates, -inf elsewhere."""
-    sel = prop.drafter.selector
-    if sel is None:
-        return _fresh_dflash(prop, target, tokens, tree)
-    h = _fresh_block(prop, target, tokens)[1 : len(tree) + 1]
-    unary, cand = sel.candidates(prop.drafter.logits(h))
-    before = torch.cat([tokens[-1:], tree.tokens[:-1]])  # the tree's own ancestors as context
-    s = sel.scores(unary, cand, before, h)
-    full = torch.full((len(tree), hf.vocab_size(target)), float("-inf")).scatter(-1, cand, s)
-    return [(full[i], 0) for i in range(len(tree))]
-
-
-FRESH_DRAFT = {
-    "chain": _fresh_chain,
-    "tree": _fresh_tree,
-    "medusa": _fresh_medusa,
-    "mtp-independent": _fresh_mtp,
-    "mtp-sequential": _fresh_mtp,
-    "eagle": _fresh_eagle,
-    "eagle2": _fresh_eagle,
-    "eagle3": _fresh_eagle,
-    "ngram": _fresh_ngram,
-    "dflash": _fresh_dflash,
-    "dflash2": _fresh_dflash2,
-}
-
-
-def _last(model, ids):
-    return hf.forward(model, ids).logits[-1]
-
-
-def check_draft_is_fresh(name, prop, target, tokens, tree, tol=1e-4):
-    """Every node's token has exactly the logit of its rank-r choice in the fresh recomputation (by
-    value, so near-ties cannot fool the check), and the proposer drafted as many nodes as the reference."""
-    want = FRESH_DRAFT[name](prop, target, tokens, tree)
-    assert len(want) == len(tree), f"{name}: drafted {len(tree)} nodes, the fresh reference {len(want)}"
-    for i, (logits, rank) in enumerate(want):
-        kth = logits.topk(rank + 1).values[-1]
-        got = logits[int(tree.tokens[i])]
-        assert abs(float(got - kth)) <= tol, (
-            f"{name}: node {i} is not the rank-{rank} choice of a fresh teacher-forced pass "
-            f"(logit {float(got):.5f} vs {float(kth):.5f}): stale cache or features from the wrong position"
-        )
+# The fresh, teacher-forced references live in the registry: `methods.METHODS[name].fresh_draft`, one of
+# specdec_lib.contract's functions for the course's methods (or a method's own, registered with it).
 
 
 def spy(name, prop, target):
@@ -176,7 +41,7 @@ def spy(name, prop, target):
         tree = propose(tokens, max_depth)
         if tree is not None and len(tree):
             assert int(tree.depth().max()) <= max_depth
-            check_draft_is_fresh(name, prop, target, tokens, tree)
+            check_draft_is_fresh(methods.METHODS[name].fresh_draft, prop, target, tokens, tree, name=name)
         return tree
 
     prop.propose = checked
@@ -203,8 +68,8 @@ def zoo():
 
 
 def test_every_method_has_a_fresh_reference():
-    missing = sorted(set(methods.METHODS) - set(FRESH_DRAFT))
-    assert not missing, f"add a fresh teacher-forced reference to FRESH_DRAFT for: {missing}"
+    missing = sorted(n for n, m in methods.METHODS.items() if not callable(m.fresh_draft))
+    assert not missing, f"register a fresh teacher-forced reference (fresh_draft=...) for: {missing}"
 
 
 @pytest.mark.parametrize("spec", SPECS)

@@ -148,6 +148,24 @@ def test_bad_proposers_raise_clearly(pair):
             return None
 
     assert sd.generate(target, PROMPT, 3, ModuleProposer()).tokens == generate_ar(target, PROMPT, 3)
+    L = hf.num_layers(target)
+    for layers, forwards, match in [
+        ([-1], 0, "tuple of layer numbers"),  # a list: the engine hands features over per tuple entry
+        ((True,), 0, "tuple of layer numbers"),
+        ((L + 1,), 0, f"0 \\(embeddings\\) .. {L}"),
+        ((-2,), 0, "not \\[-2\\]"),  # Python would index it, but it is no layer of the course's numbering
+        ((), None, "forwards must count"),
+        ((), -1, "forwards must count"),
+    ]:
+        bad = ModuleProposer()
+        bad.feature_layers, bad.forwards = layers, forwards
+        with pytest.raises(ValueError, match=match):
+            sd.generate(target, PROMPT, 3, bad)
+    counted = sd.make_proposer("chain:2", target, draft)
+    first = sd.generate(target, PROMPT, 6, counted).stats.draft_forwards
+    assert (
+        first > 0 and sd.generate(target, PROMPT, 6, counted).stats.draft_forwards == first
+    )  # per generation
     with pytest.raises(ValueError, match="branching"):
         sd.TreeDraftProposer(draft, 3)  # a bare int
     with pytest.raises(ValueError):

@@ -1,0 +1,80 @@
+"""One place to add a method: a `register(...)` call carries what the rest of the library reads.
+
+A toy method written in one file (tests/toy/toy_method.py) is picked up by the proposer contract test,
+the benchmark's defaults and the zoo trainer's stage check, and a broken variant of it fails the
+contract."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specdec_lib import methods
+
+ROOT = Path(__file__).resolve().parents[1]
+TOY = ROOT / "tests" / "toy"
+
+
+def contract_on_the_toy(lie: bool) -> subprocess.CompletedProcess:
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{TOY}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        "TOY_LIE": str(int(lie)),
+    }
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "toy_method", "-k", "toy"]
+    return subprocess.run(cmd + ["tests/test_contract.py"], cwd=ROOT, env=env, capture_output=True, text=True)
+
+
+def test_a_toy_method_in_one_file_is_picked_up_by_the_contract_test():
+    run = contract_on_the_toy(lie=False)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    passed = int(re.search(r"(\d+) passed", run.stdout).group(1))
+    assert passed >= 3, f"the contract ran only {passed} tests on the toy method:\n{run.stdout[-2000:]}"
+
+
+def test_a_lying_toy_method_fails_the_contract():
+    run = contract_on_the_toy(lie=True)
+    assert run.returncode == 1, run.stdout[-3000:]
+    failed = re.findall(r"^FAILED (\S+)", run.stdout, re.M)
+    assert failed and all(
+        "test_sampling_is_exactly_the_targets_distribution" in f and "toy" in f for f in failed
+    )
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    """The toy registered in this process, and removed again after the test."""
+    monkeypatch.setattr(methods, "METHODS", dict(methods.METHODS))
+    monkeypatch.syspath_prepend(str(TOY))
+    sys.modules.pop("toy_method", None)
+    import toy_method  # noqa: F401  (registers "toy")
+
+    yield methods.METHODS["toy"]
+    sys.modules.pop("toy_method", None)
+
+
+def test_the_registry_feeds_the_benchmark_and_the_zoo_trainer(toy, monkeypatch):
+    from specdec_lib import zoo_train
+
+    assert "toy:2" in methods.bench_defaults()
+    zoo_train.check_stages()  # no weights: nothing to train
+    methods.register("toy", toy.build, chapter=12, summary="x", fresh_draft=toy.fresh_draft,
+                     zoo_weights="toy", zoo_stage="toy")  # fmt: skip
+    assert methods.zoo_stages()["toy"] == ["toy"]
+    with pytest.raises(SystemExit, match="add the missing trainer"):
+        zoo_train.check_stages()
+
+
+def test_register_refuses_an_incomplete_entry(toy):
+    args = {"chapter": 12, "summary": "x", "fresh_draft": toy.fresh_draft}
+    with pytest.raises(ValueError, match="zoo_train stage"):
+        methods.register("toy", toy.build, zoo_weights="toy", **args)
+    with pytest.raises(ValueError, match="its own"):
+        methods.register("toy", toy.build, bench=("chain:4",), **args)
+    with pytest.raises(ValueError, match="callables"):
+        methods.register("toy", toy.build, **{**args, "fresh_draft": None})
+    with pytest.raises(TypeError):
+        methods.register("toy", toy.build, chapter=12, summary="x")  # no fresh reference: no entry
