@@ -2,7 +2,7 @@
 """Chapter 10 — DFlash: a whole block drafted in one pass (generated from notebooks/10_dflash.ipynb)."""
 
 __all__ = [
-    "dflash_taps",
+    "dflash_feature_layers",
     "DFlashDrafter",
     "dflash_training_mask",
     "sample_anchors",
@@ -30,7 +30,7 @@ from specdec_lib.training import train_on_frozen_target
 
 
 # %% notebooks/10_dflash.ipynb [e10-007]
-def dflash_taps(target, n: int = 3) -> tuple[int, ...]:
+def dflash_feature_layers(target, n: int = 3) -> tuple[int, ...]:
     """The target hidden states a DFlash drafter reads, in `hf.forward`'s numbering (i >= 1: the output of
     decoder layer i - 1).
 
@@ -73,7 +73,9 @@ class DFlashDrafter(nn.Module):
             raise ValueError(f"layers must be a positive integer, got {layers!r}")
         c = hf.block_config(target)
         d, self.vocab = c["hidden"], hf.vocab_size(target)
-        self.feature_layers = tuple(feature_layers) if feature_layers is not None else dflash_taps(target)
+        self.feature_layers = (
+            tuple(feature_layers) if feature_layers is not None else dflash_feature_layers(target)
+        )
         self.mask_token_id = self.vocab - 1 if mask_token_id is None else int(mask_token_id)
         if not 0 <= self.mask_token_id < self.vocab:
             raise ValueError(f"mask_token_id must be a token id in [0, {self.vocab}), got {mask_token_id!r}")
@@ -249,7 +251,7 @@ class DFlashProposer(Proposer):
         self.check_vocab("DFlash drafter", self.drafter.vocab, target)
         self.sampling, self.generator = sampling, generator
         self.caches = [KVCache() for _ in self.drafter.layers]
-        self.fresh = self.drafter.context(features)  # context not yet in the caches: positions 0 .. n - 1
+        self.unfed = self.drafter.context(features)  # context not yet in the caches: positions 0 .. n - 1
 
     @torch.no_grad()
     def propose(self, tokens, max_depth):
@@ -257,14 +259,14 @@ class DFlashProposer(Proposer):
         if k < 1:
             return None
         n, cached = len(tokens) - 1, len(self.caches[0])  # the anchor (pending token) sits at position n
-        assert cached + len(self.fresh) == n, "the drafter's context must cover exactly positions 0 .. n - 1"
+        assert cached + len(self.unfed) == n, "the drafter's context must cover exactly positions 0 .. n - 1"
         dev = tokens.device
         ids = self.drafter.block_ids(tokens[-1:], self.block_size)[0]
         h = self.drafter(
             ids, torch.arange(n, n + self.block_size, device=dev), self.caches,
-            self.fresh, torch.arange(cached, n, device=dev),
+            self.unfed, torch.arange(cached, n, device=dev),
         )  # fmt: skip
-        self.fresh, self.forwards = self.fresh[:0], self.forwards + 1
+        self.unfed, self.forwards = self.unfed[:0], self.forwards + 1
         return self.choose(h[1 : k + 1], tokens[-1])
 
     def choose(self, h, anchor):
@@ -275,7 +277,7 @@ class DFlashProposer(Proposer):
         return DraftTree.chain(drafted, None if self.sampling.greedy else q)
 
     def update(self, tokens, verdict):
-        self.fresh = torch.cat([self.fresh, self.drafter.context(verdict.features)])
+        self.unfed = torch.cat([self.unfed, self.drafter.context(verdict.features)])
 
 
 # %% notebooks/10_dflash.ipynb [e10-027]

@@ -25,9 +25,9 @@ from torch import nn
 from specdec_lib import hf
 from specdec_lib.autoregressive import process_logits
 from specdec_lib.layers import Block, KVCache
-from specdec_lib.speculative import Proposer, ancestor_mask
+from specdec_lib.speculative import DraftTree, Proposer, ancestor_mask
 from specdec_lib.training import train_on_frozen_target
-from specdec_lib.trees import SIBLING_MODES, Tree, draw_children
+from specdec_lib.trees import SIBLING_MODES, draw_children
 
 
 # %% notebooks/07_eagle.ipynb [e7-008]
@@ -221,7 +221,7 @@ class FeatureTreeProposer(Proposer):
         self.check_vocab("EAGLE drafter", self.drafter.vocab, target)
         self.sampling, self.generator = sampling, generator
         self.cache = KVCache()  # positions 0 .. n - 1 with the target's features (plus the tree, briefly)
-        self.f = self.drafter.fuse(features)  # target features not yet fed to the drafter
+        self.unfed = self.drafter.fuse(features)  # target features not yet fed to the drafter
         self.confidence = None  # after propose: the drafter's probability of each node given its parent
 
     def catch_up(self, tokens):
@@ -231,8 +231,8 @@ class FeatureTreeProposer(Proposer):
         if n == 0:
             return None
         positions = torch.arange(start, n, device=tokens.device)
-        h = self.drafter(self.f, tokens[start + 1 : n + 1], positions, self.cache)
-        self.f, self.forwards = self.f[:0], self.forwards + 1
+        h = self.drafter(self.unfed, tokens[start + 1 : n + 1], positions, self.cache)
+        self.unfed, self.forwards = self.unfed[:0], self.forwards + 1
         return h[-1:]
 
     def feed(self, tokens, parents, level, feats, position):
@@ -250,7 +250,7 @@ class FeatureTreeProposer(Proposer):
 
     def update(self, tokens, verdict):
         self.cache.crop(verdict.root)  # back to the positions fed with the target's own features
-        self.f = torch.cat([self.f, self.drafter.fuse(verdict.features)])
+        self.unfed = torch.cat([self.unfed, self.drafter.fuse(verdict.features)])
 
 
 class EagleProposer(FeatureTreeProposer):
@@ -318,4 +318,4 @@ class EagleProposer(FeatureTreeProposer):
                 out_of.update(zip(level, outs))
         self.confidence = torch.tensor(conf)
         q = torch.stack(qs) if qs else None
-        return Tree(tokens.new_tensor(node_tokens), tokens.new_tensor(parents), q)
+        return DraftTree(tokens.new_tensor(node_tokens), tokens.new_tensor(parents), q)

@@ -15,7 +15,7 @@ import torch
 
 from specdec_lib import hf
 from specdec_lib.eagle import EagleDrafter, FeatureTreeProposer, drafting_steps
-from specdec_lib.trees import Tree
+from specdec_lib.speculative import DraftTree
 
 
 # %% notebooks/08_eagle2.ipynb [e8-006]
@@ -145,7 +145,7 @@ class Eagle2Proposer(FeatureTreeProposer):
         new = {old: i for i, old in enumerate(chosen)}
         self.confidence = torch.tensor([local[i] for i in chosen]).exp()
         self.scores = torch.tensor([scores[i] for i in chosen])
-        return Tree(
+        return DraftTree(
             tokens.new_tensor([node_tokens[i] for i in chosen]),
             tokens.new_tensor([new.get(parents[i], -1) for i in chosen]),
             None,

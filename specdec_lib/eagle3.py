@@ -2,7 +2,7 @@
 """Chapter 09 — EAGLE-3: predict tokens, fuse three layers, train on your own guesses (generated from notebooks/09_eagle3.ipynb)."""
 
 __all__ = [
-    "fusion_layers",
+    "eagle3_feature_layers",
     "token_counts",
     "draft_vocabulary",
     "DRAFT_VOCAB",
@@ -29,7 +29,7 @@ from specdec_lib.training import train_on_frozen_target
 
 
 # %% notebooks/09_eagle3.ipynb [e9-007]
-def fusion_layers(target) -> tuple[int, int, int]:
+def eagle3_feature_layers(target) -> tuple[int, int, int]:
     """EAGLE-3's low, mid and high taps, as indices into the target's hidden states (`hf.forward`'s
     numbering: i >= 1 is the residual stream entering decoder layer i, i.e. leaving layer i - 1; 0 is the
     embeddings; -1 the last layer's output after the final norm).
@@ -86,7 +86,7 @@ class Eagle3Drafter(nn.Module):
     g (the drafter's own state, fed back). The embedding is the target's, frozen.
 
     draft_vocab: the offset map d2t (draft_vocabulary), or a size N for the ids 0 .. N - 1 (None: all).
-    feature_layers: the taps (default fusion_layers(target)); (-1,) is the last-layer-only ablation.
+    feature_layers: the taps (default eagle3_feature_layers(target)); (-1,) is the last-layer-only ablation.
     logits() returns scores over the TARGET's ids, -inf outside the draft vocabulary: such tokens are never
     proposed, which costs acceptance but never exactness (the target verifies every token)."""
 
@@ -94,7 +94,9 @@ class Eagle3Drafter(nn.Module):
         super().__init__()
         c = hf.block_config(target)
         d, self.vocab = c["hidden"], hf.vocab_size(target)
-        self.feature_layers = tuple(feature_layers) if feature_layers is not None else fusion_layers(target)
+        self.feature_layers = (
+            tuple(feature_layers) if feature_layers is not None else eagle3_feature_layers(target)
+        )
         if isinstance(draft_vocab, torch.Tensor):
             d2t = draft_vocab.detach().to("cpu", torch.long)
         else:

@@ -22,9 +22,8 @@ import torch
 from torch import nn
 
 from specdec_lib import hf
-from specdec_lib.speculative import Proposer
+from specdec_lib.speculative import DraftTree, Proposer
 from specdec_lib.training import train_on_frozen_target
-from specdec_lib.trees import Tree
 
 
 # %% notebooks/05_medusa.ipynb [c006]
@@ -220,7 +219,7 @@ class MedusaProposer(Proposer):
         else:
             parents, choices = self.parents, self.choices
         node_tokens = torch.stack([guesses[len(c) - 1, c[-1]] for c in choices])
-        return Tree(node_tokens.to(tokens.device), parents.to(tokens.device), None)
+        return DraftTree(node_tokens.to(tokens.device), parents.to(tokens.device), None)
 
     def update(self, tokens, verdict):
         self.h = verdict.features[-1][-1]  # the last kept position: its LM head chose the new pending token

@@ -272,7 +272,7 @@ def _dflash2(arg, target, draft, weights):
 
 
 def _ngram(arg, target, draft, weights):
-    from specdec_lib.recap import PromptLookupProposer
+    from specdec_lib.ngram import PromptLookupProposer
 
     k, dash, n = arg.partition("-")
     if dash and not (k and n):

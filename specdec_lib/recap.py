@@ -2,7 +2,6 @@
 """Chapter 12 — Recap and the side-by-side benchmark (generated from notebooks/12_recap_benchmark.ipynb)."""
 
 __all__ = [
-    "PromptLookupProposer",
     "load_report",
     "plot_benchmark",
 ]
@@ -16,37 +15,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from specdec_lib import hf
-from specdec_lib.speculative import DraftTree, Proposer
-
-
-# %% notebooks/12_recap_benchmark.ipynb [e12-023]
-class PromptLookupProposer(Proposer):
-    """Prompt lookup decoding: no model at all. Find the latest earlier occurrence of the text's last n
-    tokens (n = max_ngram, then shorter) and propose the k tokens that followed it, as a chain.
-
-    Code and other repetitive text often say again what they said before (a name, an argument list, a
-    closing bracket), and a copy costs nothing to draft. Every node is a deterministic pick (q = None):
-    chapter 03's rule accepts it with the target's probability, so it is lossless at any temperature."""
-
-    def __init__(self, k: int = 8, max_ngram: int = 3):
-        for name, value in (("k", k), ("max_ngram", max_ngram)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        self.k, self.max_ngram = k, max_ngram
-
-    def start(self, target, prompt_ids, sampling, generator, features):
-        pass  # nothing to set up: it never runs a model
-
-    def propose(self, tokens, max_depth):
-        k = min(self.k, max_depth)
-        for n in range(min(self.max_ngram, len(tokens) - 1), 0, -1) if k >= 1 else ():
-            # every n-gram that starts before the text's own last n tokens (so it has a continuation)
-            windows = tokens[:-1].unfold(0, n, 1)
-            hits = (windows == tokens[-n:]).all(-1).nonzero()
-            if len(hits):
-                start = int(hits[-1]) + n  # right after the latest occurrence
-                return DraftTree.chain(tokens[start : start + k].clone())
-        return None
 
 
 # %% notebooks/12_recap_benchmark.ipynb [e12-031]

@@ -2,7 +2,7 @@
 """Chapter 04 — Draft trees (generated from notebooks/04_draft_trees.ipynb)."""
 
 __all__ = [
-    "Tree",
+    "tree_from_paths",
     "draw_tree",
     "SIBLING_MODES",
     "draw_children",
@@ -22,25 +22,20 @@ from specdec_lib.speculative import DraftTree, Proposer, ancestor_mask
 
 
 # %% notebooks/04_draft_trees.ipynb [c008]
-class Tree(DraftTree):
-    """A draft tree that may branch (chapter 04). The fields are chapter 02's: `tokens[i]`, `parents[i]`
-    (-1 = the root, the pending token) and `q[i]`, the distribution node i was drawn from (`q is None`:
-    every node is a deterministic pick). Nodes are topologically ordered: parents before children."""
-
-    @classmethod
-    def from_paths(cls, paths, q=None, device=None) -> "Tree":
-        """A tree from token paths below the root, shared prefixes merged: [[5, 7], [5, 9], [6]] is
-        5 -> (7, 9) plus 6. Nodes are numbered in order of first appearance, so parents come first."""
-        index: dict[tuple, int] = {}  # path prefix -> its node
-        tokens, parents = [], []
-        for path in paths:
-            for d in range(1, len(path) + 1):
-                if tuple(path[:d]) not in index:
-                    index[tuple(path[:d])] = len(tokens)
-                    tokens.append(int(path[d - 1]))
-                    parents.append(index[tuple(path[: d - 1])] if d > 1 else -1)
-        long = {"dtype": torch.long, "device": device}
-        return cls(torch.tensor(tokens, **long), torch.tensor(parents, **long), q)
+def tree_from_paths(paths, q=None, device=None) -> DraftTree:
+    """Chapter 02's DraftTree, built by hand from token paths below the root, shared prefixes merged:
+    [[5, 7], [5, 9], [6]] is 5 -> (7, 9) plus 6. Nodes are numbered in order of first appearance, so
+    parents come first. `q[i]`, if given, is the distribution node i was drawn from."""
+    index: dict[tuple, int] = {}  # path prefix -> its node
+    tokens, parents = [], []
+    for path in paths:
+        for d in range(1, len(path) + 1):
+            if tuple(path[:d]) not in index:
+                index[tuple(path[:d])] = len(tokens)
+                tokens.append(int(path[d - 1]))
+                parents.append(index[tuple(path[: d - 1])] if d > 1 else -1)
+    long = {"dtype": torch.long, "device": device}
+    return DraftTree(torch.tensor(tokens, **long), torch.tensor(parents, **long), q)
 
 
 # %% notebooks/04_draft_trees.ipynb [c012]
@@ -177,7 +172,7 @@ class TreeDraftProposer(Proposer):
                 self.forwards += 1
         q = torch.stack(qs) if qs else None  # all nodes sampled, or all deterministic picks
         self.fed = len(node_tokens) - len(level)  # the last level was never fed
-        return Tree(tokens.new_tensor(node_tokens), tokens.new_tensor(parents), q)
+        return DraftTree(tokens.new_tensor(node_tokens), tokens.new_tensor(parents), q)
 
     def update(self, tokens, verdict):
         # Keep the committed prefix (up to the round's root) plus the accepted nodes the draft had fed:

@@ -80,4 +80,4 @@ def test_drafter_cache_reference_matches_the_proposer():
             tokens = torch.cat([tokens, torch.tensor(new)])
             prop.update(tokens, verdict)
             kept, fed = ch07.REFERENCE["check_drafter_cache"](n, accepted)
-            assert len(prop.cache) == kept and len(prop.f) == len(fed)
+            assert len(prop.cache) == kept and len(prop.unfed) == len(fed)

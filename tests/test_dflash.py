@@ -15,10 +15,10 @@ from specdec_lib.autoregressive import generate_ar
 from specdec_lib.dflash import (
     DFlashDrafter,
     DFlashProposer,
+    dflash_feature_layers,
     dflash_inputs,
     dflash_loss,
     dflash_outputs,
-    dflash_taps,
     dflash_training_mask,
     sample_anchors,
 )
@@ -37,17 +37,17 @@ def test_taps_are_the_official_layers(L, n):
     one into our numbering, where hidden state i is the output of layer i - 1."""
     official = [L // 2] if n == 1 else [int(round(1 + i * (L - 4) / (n - 1))) for i in range(n)]
     if L == 6:  # ours keeps the official fractions of the depth instead of squeezing to the middle
-        assert dflash_taps(layers_only(6), 3) == (1, 3, 5)
+        assert dflash_feature_layers(layers_only(6), 3) == (1, 3, 5)
     else:
-        assert dflash_taps(layers_only(L), n) == tuple(i + 1 for i in official)
+        assert dflash_feature_layers(layers_only(L), n) == tuple(i + 1 for i in official)
 
 
 def test_taps_refuse_a_shallow_target_and_bad_counts():
     with pytest.raises(ValueError, match="deeper target"):
-        dflash_taps(layers_only(2), 3)
+        dflash_feature_layers(layers_only(2), 3)
     for bad in (0, -1, 2.0, True):
         with pytest.raises(ValueError, match="positive integer"):
-            dflash_taps(layers_only(36), bad)
+            dflash_feature_layers(layers_only(36), bad)
 
 
 # ------------------------------------------------------------------------------ the training mask

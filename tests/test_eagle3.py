@@ -15,9 +15,9 @@ from specdec_lib.eagle2 import Eagle2Proposer
 from specdec_lib.eagle3 import (
     Eagle3Drafter,
     draft_vocabulary,
+    eagle3_feature_layers,
     eagle3_inputs,
     eagle3_loss,
-    fusion_layers,
     ttt_outputs,
 )
 from specdec_lib.layers import KVCache
@@ -29,14 +29,14 @@ from specdec_lib.layers import KVCache
 )
 def test_fusion_layers(L, taps):
     model = types.SimpleNamespace(config=types.SimpleNamespace(num_hidden_layers=L))
-    assert fusion_layers(model) == taps
+    assert eagle3_feature_layers(model) == taps
     if L >= 28:  # the official rule: the inputs of layers 2, L // 2 and L - 3
         assert taps == (2, L // 2, L - 3)
 
 
 def test_fusion_layers_refuses_a_shallow_target():
     with pytest.raises(ValueError, match="at least 4 layers"):
-        fusion_layers(types.SimpleNamespace(config=types.SimpleNamespace(num_hidden_layers=3)))
+        eagle3_feature_layers(types.SimpleNamespace(config=types.SimpleNamespace(num_hidden_layers=3)))
 
 
 def test_fused_features_are_the_taps_concatenated():

@@ -262,7 +262,7 @@ def test_typical_acceptance_is_lossy_and_the_lossless_rule_is_not(monkeypatch):
     with torch.no_grad():
         p0 = process_logits(target(input_ids=ids[None]).logits[0, -1], sampling)
     top = p0.argsort(descending=True)
-    tree = trees.Tree.from_paths([[int(top[0])], [int(top[1])], [int(top[2])]])
+    tree = trees.tree_from_paths([[int(top[0])], [int(top[1])], [int(top[2])]])
     ids_, pos, mask = tree.flatten(int(ids[-1]), len(ids) - 1)
     cache = hf.new_cache(target)
     with torch.no_grad():

@@ -13,8 +13,8 @@ from conftest import ExactLaw, continuation_logits, split_tables, tiny_model
 from specdec_lib import hf, trees
 from specdec_lib.autoregressive import SamplingParams, generate_ar, process_logits
 from specdec_lib.rejection import residual
-from specdec_lib.speculative import generate
-from specdec_lib.trees import Tree, TreeDraftProposer, ancestor_mask, draw_children, verify_tree
+from specdec_lib.speculative import DraftTree, generate
+from specdec_lib.trees import TreeDraftProposer, ancestor_mask, draw_children, tree_from_paths, verify_tree
 
 PROMPTS = [[1, 2, 3], [5], [7, 7, 7, 7, 0, 3, 9], [15, 14, 13, 12, 11]]
 
@@ -33,7 +33,7 @@ def noisy_pair(tiny_pair):
 
 # ---------------------------------------------------------------------------- masks and positions
 def test_flatten_by_hand():
-    tree = Tree.from_paths([[5, 7], [5, 9], [6], [5, 7, 2]])
+    tree = tree_from_paths([[5, 7], [5, 9], [6], [5, 7, 2]])
     assert tree.tokens.tolist() == [5, 7, 9, 6, 2] and tree.parents.tolist() == [-1, 0, 0, -1, 1]
     ids, pos, mask = tree.flatten(root=1, prefix_len=10)
     assert ids.tolist() == [1, 5, 7, 9, 6, 2]
@@ -47,7 +47,7 @@ def test_flatten_by_hand():
         [1, 1, 1, 0, 0, 1],  # 5 -> 7 -> 2
     ]
     assert mask.tolist() == [[bool(v) for v in r] for r in want]
-    chain = Tree.chain(torch.tensor([4, 4, 4]))
+    chain = DraftTree.chain(torch.tensor([4, 4, 4]))
     assert chain.flatten(0, 3)[1:] == (None, None)  # a chain is plain causal: no mask, default positions
     assert torch.equal(ancestor_mask(torch.arange(4) - 1), torch.ones(4, 4, dtype=torch.bool).tril())
     with pytest.raises(ValueError, match="before"):
@@ -65,7 +65,7 @@ def random_tree(vocab, branching, seed):
                 tokens.append(int(torch.randint(vocab, (1,), generator=g)))
                 parents.append(parent)
         level = new
-    return Tree(torch.tensor(tokens), torch.tensor(parents))
+    return DraftTree(torch.tensor(tokens), torch.tensor(parents))
 
 
 def assert_tree_logits_match_paths(model, vocab):
@@ -290,7 +290,7 @@ def build(tokens, qrows, k, grand, d):
     parents = [-1] * k + list(grand)
     rows = [d["p1"]] + [d["p2"][x] for x in tokens[:k]]
     rows += [d["p3"][tokens[c], y] for c, y in zip(grand, tokens[k:])]
-    return Tree(torch.tensor(tokens), torch.tensor(parents), qrows), torch.stack(rows)
+    return DraftTree(torch.tensor(tokens), torch.tensor(parents), qrows), torch.stack(rows)
 
 
 def mss_cells(tree, p):
@@ -450,7 +450,7 @@ def sample_first_two(verify, mode, k, grand, d, n, seed, adjust=True):
     for i in range(n):
         t = toks[i].tolist()
         p = torch.cat([p1[None], p2[toks[i, :k]], torch.stack([p3[t[c], y] for c, y in zip(grand, t[k:])])])
-        tree = Tree(toks[i], parents, rows[i])
+        tree = DraftTree(toks[i], parents, rows[i])
         path, nxt = verify(tree, p, g)
         emitted = [t[c] for c in path] + [nxt]
         if len(emitted) == 1:  # the next round's first token: the target's own
@@ -505,7 +505,7 @@ def test_first_token_law_is_what_verify_tree_does(mode, monkeypatch):
 
     def first_token():
         tokens, rows = draw()
-        tree = Tree(torch.tensor(tokens), torch.full((len(tokens),), -1), rows)
+        tree = DraftTree(torch.tensor(tokens), torch.full((len(tokens),), -1), rows)
         path, nxt = verify_tree(tree, torch.cat([p[None], torch.eye(6, dtype=p.dtype)[: len(tokens)]]))
         return tokens, int(tree.tokens[path[0]]) if path else nxt
 
