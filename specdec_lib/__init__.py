@@ -15,9 +15,13 @@ Generated from notebooks (edit the notebook, then `make export`):
     eagle3          chapter 09  fused taps, a reduced draft vocabulary, training-time test
     dflash          chapter 10  the block drafter with injected target context, its training mask and loss
     dflash2         chapter 11  local mixing (two-tap convolutions) and the path selector, their losses
-    recap           chapter 12  prompt lookup (a free drafter), the benchmark's report and plots
+    recap           chapter 12  the benchmark's report and plots
+    ngram           chapter 12  prompt lookup (a free drafter)
 Hand-written support: methods (the method registry, `make_proposer`), zoo (offline models), hf (the
 transformers adapter), checks (exercise checkers), bench (the benchmark harness), _export (the notebook exporter).
+
+Every public name of these modules (each generated module's `__all__`) is also `specdec_lib.NAME`,
+imported on first use (the table `_EXPORTS` below).
 
 `specdec_lib.generate` is the one public entry point: the chapter-02 engine with the verifier chosen
 for you (greedy matching at temperature 0, lossless rejection sampling otherwise).
@@ -58,44 +62,62 @@ def _installed_transformers() -> str | None:
 
 check_transformers_version(_installed_transformers())
 
-# Names are resolved lazily, so a half-finished chapter never breaks the chapters before it.
-_NAMES = {
-    "SamplingParams": "autoregressive",
-    "process_logits": "autoregressive",
-    "generate_ar": "autoregressive",
-    "DraftTree": "speculative",
-    "Verdict": "speculative",
-    "prefill": "speculative",
-    "verify_round": "speculative",
-    "commit": "speculative",
-    "ancestor_mask": "speculative",
-    "Proposer": "speculative",
-    "DraftModelProposer": "speculative",
-    "Generation": "speculative",
-    "Stats": "speculative",
-    "verify_greedy": "speculative",
-    "verify_chain": "rejection",
-    "Tree": "trees",
-    "TreeDraftProposer": "trees",
-    "verify_tree": "trees",
-    "train_on_frozen_target": "training",
-    "Block": "layers",
-    "KVCache": "layers",
-    "RMSNorm": "layers",
-    "MedusaHeads": "medusa",
-    "MedusaProposer": "medusa",
-    "medusa_choices": "medusa",
-    "load_medusa": "medusa",
-    "IndependentMTP": "mtp",
-    "SequentialMTP": "mtp",
-    "MTPProposer": "mtp",
-    "load_mtp": "mtp",
-    "make_proposer": "methods",
-    "register": "methods",
-    "METHODS": "methods",
-    "load_pair": "zoo",
-    "heldout_prompts": "zoo",
+# Names are resolved lazily, so a half-finished chapter never breaks the chapters before it, and
+# `import specdec_lib` imports no chapter (nor torch): `specdec_lib.NAME` imports NAME's module on first use.
+#
+# _EXPORTS is every generated module's `__all__`, in chapter order, plus the public names of two
+# hand-written modules. It is a static table on purpose: building it reads no file and imports nothing,
+# so a chapter that does not even parse yet cannot take an earlier chapter's names down with it.
+# tests/test_engine_api.py reads each generated module's `__all__` (with ast, importing nothing) and
+# fails, printing the entry to paste here, when the table lags behind a chapter.
+_EXPORTS = {
+    "autoregressive": "SamplingParams process_logits sample_token is_integer check_int make_generator "
+    "check_request generate_ar generate_no_cache time_forward",  # 01
+    "speculative": "ancestor_mask DraftTree Verdict Stats Generation Proposer DraftModelProposer "
+    "verify_greedy Clock check_verifier check_proposer prefill verify_round commit generate",  # 02
+    "rejection": "acceptance_probability residual point_mass output_law verify_chain",  # 03
+    "trees": "tree_from_paths draw_tree SIBLING_MODES draw_children TreeDraftProposer first_token_law "
+    "verify_tree",  # 04
+    "medusa": "ResBlock MedusaHeads medusa_loss train_medusa head_accuracy medusa_choices MedusaProposer "
+    "typical_verifier load_medusa",  # 05
+    "training": "train_on_frozen_target",  # 05
+    "layers": "RMSNorm rotate KVCache Attention MLP Block",  # 06
+    "mtp": "IndependentMTP independent_mtp_loss MTPModule SequentialMTP sequential_mtp_loss mtp_features "
+    "train_mtp depth_accuracy MTPProposer load_mtp",  # 06
+    "eagle": "EagleDrafter eagle_features eagle_loss train_eagle EAGLE_VARIANTS load_eagle drafting_steps "
+    "rank_acceptance eagle_choices FeatureTreeProposer EagleProposer",  # 07
+    "eagle2": "calibration_records reliability fit_greedy_temperature rerank Eagle2Proposer",  # 08
+    "eagle3": "eagle3_feature_layers token_counts draft_vocabulary DRAFT_VOCAB Eagle3Drafter ttt_outputs "
+    "eagle3_loss eagle3_inputs train_eagle3 load_eagle3 Eagle3Proposer",  # 09
+    "dflash": "dflash_feature_layers DFlashDrafter dflash_training_mask sample_anchors dflash_outputs "
+    "block_targets decayed_ce dflash_loss dflash_inputs train_dflash load_dflash DFlashProposer "
+    "block_recall",  # 10
+    "dflash2": "previous_in_block TwoTapMixer MixedBlock PathSelector DFlash2Drafter selector_loss "
+    "predecessors dflash2_loss train_dflash2 DFlash2Proposer load_dflash2 selector_recall "
+    "OracleProposer",  # 11
+    "recap": "load_report plot_benchmark",  # 12
+    "ngram": "PromptLookupProposer",  # 12
+    # hand-written (no __all__)
+    "methods": "make_proposer register METHODS",
+    "zoo": "load_pair heldout_prompts",
 }
+# Names this file defines itself win over the table: `generate` is chapter 02's engine with the verifier
+# chosen for you (below), not `speculative.generate`.
+_OWN = frozenset({"generate"})
+
+
+def _lazy_names(exports: dict[str, str], own=_OWN) -> dict[str, str]:
+    """{name: module} for every exported name, leaving out `own` and any name that two modules export:
+    `specdec_lib.NAME` would have to pick one silently, so such a name is imported from its module.
+    (No name is exported twice today; the test in tests/test_engine_api.py lists any that appears.)"""
+    owners: dict[str, list[str]] = {}
+    for module, names in exports.items():
+        for name in names.split():
+            owners.setdefault(name, []).append(module)
+    return {name: mods[0] for name, mods in owners.items() if len(mods) == 1 and name not in own}
+
+
+_NAMES = _lazy_names(_EXPORTS)
 
 
 def __getattr__(name):
@@ -104,6 +126,11 @@ def __getattr__(name):
 
         return getattr(importlib.import_module(f"specdec_lib.{_NAMES[name]}"), name)
     raise AttributeError(f"module 'specdec_lib' has no attribute {name!r}")
+
+
+def __dir__():
+    # dir() and tab completion list the lazy names too, without importing their chapters.
+    return sorted(set(globals()) | set(_NAMES))
 
 
 def generate(

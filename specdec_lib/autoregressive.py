@@ -6,6 +6,7 @@ __all__ = [
     "process_logits",
     "sample_token",
     "is_integer",
+    "check_int",
     "make_generator",
     "check_request",
     "generate_ar",
@@ -44,7 +45,9 @@ class SamplingParams:
         if isinstance(t, bool) or not isinstance(t, (int, float)) or t != t or t < 0 or t == float("inf"):
             raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {t!r}")
         k = self.top_k
-        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+        if k is not None and (
+            isinstance(k, bool) or not isinstance(k, int) or k < 1
+        ):  # check_int comes later
             raise ValueError(f"top_k must be a positive integer or None, got {self.top_k!r}")
         if self.top_p is not None and not (isinstance(self.top_p, (int, float)) and 0 < self.top_p <= 1):
             raise ValueError(f"top_p must be in (0, 1] or None, got {self.top_p!r}")
@@ -95,6 +98,16 @@ def is_integer(x) -> bool:
     return isinstance(x, numbers.Integral) and not isinstance(x, (bool, np.bool_))
 
 
+def check_int(name: str, value, low: int = 1, high: int | None = None, why: str = "") -> int:
+    """`value` as an int if it is an integer (not a bool) in [low, high], else a ValueError that names it:
+    the one check of every count and size in the library (tokens per round, layers, block sizes...)."""
+    if not is_integer(value) or value < low or (high is not None and value > high):
+        span = "a positive integer" if (low, high) == (1, None) else f"an integer >= {low}"
+        span = span if high is None else f"an integer in [{low}, {high}]"
+        raise ValueError(f"{name} must be {span}{why}, got {value!r}")
+    return int(value)
+
+
 def make_generator(seed: int | None, device) -> torch.Generator | None:
     """A seeded generator on `device` for reproducible sampling (None: torch's global RNG)."""
     if seed is None:
@@ -115,8 +128,7 @@ def check_request(model, prompt_ids, max_new_tokens: int, eos_token_id: int | No
     if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
         raise ValueError(f"prompt token ids must be integers, got {ids.dtype} (ids are never rounded)")
     ids = ids.reshape(-1).to(hf.device_of(model), torch.long)
-    if not is_integer(max_new_tokens) or max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
+    check_int("max_new_tokens", max_new_tokens, low=0)
     limit = hf.context_limit(model)
     if ids.numel() + max_new_tokens > limit:
         raise ValueError(

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from specdec_lib import hf
-from specdec_lib.autoregressive import process_logits, sample_token
+from specdec_lib.autoregressive import check_int, process_logits, sample_token
 from specdec_lib.layers import Block, KVCache, RMSNorm
 from specdec_lib.speculative import DraftTree, Proposer
 from specdec_lib.training import train_on_frozen_target
@@ -38,8 +38,7 @@ def dflash_feature_layers(target, n: int = 3) -> tuple[int, ...]:
     states 2 .. L - 2: for L = 36 that is 1/18 of the depth in from each end. We keep those fractions, as
     chapter 09 kept EAGLE-3's, so that a small target is not squeezed into its middle: for 28 to 36 layers
     this gives exactly the official taps, for our 6-layer target (1, 3, 5)."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"the number of taps must be a positive integer, got {n!r}")
+    check_int("the number of taps", n)
     L = hf.num_layers(target)
     if n == 1:
         return (L // 2 + 1,)  # the official choice for one tap: the output of layer L // 2
@@ -69,8 +68,7 @@ class DFlashDrafter(nn.Module):
 
     def __init__(self, target, layers: int = 2, feature_layers=None, mask_token_id: int | None = None):
         super().__init__()
-        if isinstance(layers, bool) or not isinstance(layers, int) or layers < 1:
-            raise ValueError(f"layers must be a positive integer, got {layers!r}")
+        check_int("layers", layers)
         c = hf.block_config(target)
         d, self.vocab = c["hidden"], hf.vocab_size(target)
         self.feature_layers = (
@@ -240,11 +238,8 @@ class DFlashProposer(Proposer):
     returned, so chain rejection sampling keeps the target's distribution exactly."""
 
     def __init__(self, drafter: DFlashDrafter, block_size: int = 16):
-        if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 2:
-            raise ValueError(
-                f"block_size must be an integer >= 2 (the anchor and one draft), got {block_size!r}"
-            )
-        self.drafter, self.block_size = drafter, block_size
+        self.drafter = drafter
+        self.block_size = check_int("block_size", block_size, low=2, why=" (the anchor and one draft)")
         self.feature_layers = drafter.feature_layers
 
     def start(self, target, prompt_ids, sampling, generator, features):

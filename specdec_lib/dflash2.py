@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from specdec_lib import hf
-from specdec_lib.autoregressive import SamplingParams, process_logits, sample_token
+from specdec_lib.autoregressive import SamplingParams, check_int, process_logits, sample_token
 from specdec_lib.dflash import (
     DFlashDrafter,
     DFlashProposer,
@@ -126,8 +126,7 @@ class PathSelector(nn.Module):
 
     def __init__(self, vocab: int, hidden: int, rank: int = 64, top_k: int = 16):
         super().__init__()
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= vocab:
-            raise ValueError(f"top_k must be an integer in [1, {vocab}], got {top_k!r}")
+        check_int("top_k", top_k, high=vocab)
         self.top_k = top_k
         self.predecessor = nn.Embedding(vocab, rank)  # A
         self.successor = nn.Embedding(vocab, rank)  # B

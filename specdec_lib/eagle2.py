@@ -14,6 +14,7 @@ __all__ = [
 import torch
 
 from specdec_lib import hf
+from specdec_lib.autoregressive import check_int
 from specdec_lib.eagle import EagleDrafter, FeatureTreeProposer, drafting_steps
 from specdec_lib.speculative import DraftTree
 
@@ -102,8 +103,7 @@ class Eagle2Proposer(FeatureTreeProposer):
         greedy_temperature: float = 1.0,
     ):
         for name, value in (("total_tokens", total_tokens), ("depth", depth), ("top_k", top_k)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            check_int(name, value)
         if top_k > drafter.vocab:
             raise ValueError(f"top_k = {top_k} is more than the vocabulary ({drafter.vocab})")
         if not (isinstance(greedy_temperature, (int, float)) and 0 < greedy_temperature < float("inf")):

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from specdec_lib import hf
+from specdec_lib.autoregressive import check_int
 from specdec_lib.eagle2 import Eagle2Proposer
 from specdec_lib.layers import MLP, Attention, RMSNorm, rotate
 from specdec_lib.training import train_on_frozen_target
@@ -61,8 +62,7 @@ def draft_vocabulary(counts: torch.Tensor, size: int) -> tuple[torch.Tensor, tor
     """EAGLE-3's reduced draft vocabulary: the `size` most frequent target ids (ties: the lower id), kept
     in increasing order ("used"). Returns (d2t, t2d): d2t[i] = used[i] - i, the offset that maps draft id
     i back to its target id (target = i + d2t[i]); t2d[v] = True where target id v has a draft id."""
-    if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= len(counts):
-        raise ValueError(f"the draft vocabulary size must be an integer in [1, {len(counts)}], got {size!r}")
+    check_int("the draft vocabulary size", size, high=len(counts))
     order = sorted(range(len(counts)), key=lambda v: (-int(counts[v]), v))
     used = torch.tensor(sorted(order[:size]))
     t2d = torch.zeros(len(counts), dtype=torch.bool)
@@ -207,8 +207,7 @@ def ttt_outputs(drafter: Eagle3Drafter, g, ids, steps: int) -> list[torch.Tensor
     the step-0 keys of positions 0 .. j (computed from true target features, causal) plus the keys of
     steps 1 .. s at the same j (its own chain): the diagonal trick, one extra score column per step
     instead of an (s T x s T) mask. Returns the outputs of each step, [B, T - 1 - s, d]."""
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive integer, got {steps!r}")
+    check_int("steps", steps)
     T = ids.shape[-1]
     scale = 1.0 / math.sqrt(drafter.self_attn.head_dim)
     h, keys, values, outs = g[..., : T - 1, :], [], [], []

@@ -7,6 +7,7 @@ __all__ = [
 
 
 # %% notebooks/12_recap_benchmark.ipynb [e12-022b]
+from specdec_lib.autoregressive import check_int
 from specdec_lib.speculative import DraftTree, Proposer
 
 
@@ -20,10 +21,7 @@ class PromptLookupProposer(Proposer):
     chapter 03's rule accepts it with the target's probability, so it is lossless at any temperature."""
 
     def __init__(self, k: int = 8, max_ngram: int = 3):
-        for name, value in (("k", k), ("max_ngram", max_ngram)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        self.k, self.max_ngram = k, max_ngram
+        self.k, self.max_ngram = check_int("k", k), check_int("max_ngram", max_ngram)
 
     def start(self, target, prompt_ids, sampling, generator, features):
         pass  # nothing to set up: it never runs a model

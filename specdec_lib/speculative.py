@@ -29,6 +29,7 @@ import torch
 from specdec_lib import hf
 from specdec_lib.autoregressive import (
     SamplingParams,
+    check_int,
     check_request,
     make_generator,
     process_logits,
@@ -312,9 +313,7 @@ class DraftModelProposer(Proposer):
     def __init__(self, draft_model, k: int):
         if hf.is_model(k) or not hf.is_model(draft_model):
             raise ValueError("DraftModelProposer(draft_model, k): a causal LM first, then the draft length")
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(f"k (tokens drafted per round) must be an integer >= 1, got {k!r}")
-        self.draft, self.k = draft_model, k
+        self.draft, self.k = draft_model, check_int("k (tokens drafted per round)", k)
 
     def start(self, target, prompt_ids, sampling, generator, features):
         self.check_vocab("draft", hf.vocab_size(self.draft), target)

@@ -2,10 +2,8 @@
 
 import os
 
-import numpy as np
 import pytest
 import torch
-from scipy.stats import chi2, chisquare, ncx2
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -76,63 +74,6 @@ def randomised(drafter, seed=0):
 def tiny_pair():
     """(target, draft): same vocabulary, different weights, peaky enough that drafts are often right."""
     return tiny_model(seed=0, scale=20.0), tiny_model(seed=1, layers=1, scale=20.0)
-
-
-IMPOSSIBLE = 1e-12  # a cell with probability <= this is impossible: one sample in it fails the test
-
-
-def pooled_cells(probs, n):
-    """The cells of `distribution_pvalue` for `n` samples: (possible cell index [C], group of each
-    possible cell [C], number of groups). Cells expected at least 5 times are their own group; the
-    rare possible cells are pooled into one extra group (merged into the smallest group if they are
-    expected fewer than 5 times together)."""
-    p = np.asarray(probs, dtype=float).reshape(-1)
-    possible = np.flatnonzero(p > IMPOSSIBLE)
-    expected = p[possible] / p[possible].sum() * n
-    big = expected >= 5
-    group = np.cumsum(big) - 1
-    n_big = int(big.sum())
-    if (~big).any():
-        if expected[~big].sum() >= 5 or n_big == 0:
-            group[~big], n_big = n_big, n_big + 1
-        else:
-            group[~big] = group[big][np.argmin(expected[big])]
-    return possible, group, n_big
-
-
-def distribution_pvalue(counts, probs):
-    """Goodness of fit of observed `counts` to `probs` (same shape, any normalisation): 0.0 when any
-    sample fell on an impossible cell (probability <= 1e-12, e.g. a token top-k / top-p forbid),
-    otherwise the chi-square p-value over the possible cells, the rare ones pooled (`pooled_cells`)."""
-    observed = np.asarray(counts, dtype=float).reshape(-1)
-    p = np.asarray(probs, dtype=float).reshape(-1)
-    if observed[p <= IMPOSSIBLE].sum() > 0:
-        return 0.0
-    possible, group, cells = pooled_cells(p, observed.sum())
-    if cells < 2:
-        return 1.0  # one possible cell and no sample outside it: nothing to test
-    obs = np.bincount(group, observed[possible], cells)
-    exp = np.bincount(group, p[possible], cells)
-    return float(chisquare(obs, exp / exp.sum() * obs.sum()).pvalue)
-
-
-def chi_square_power(probs, alternative, n, alpha=1e-3):
-    """Power of `distribution_pvalue(counts, probs) < alpha` for `n` samples drawn from `alternative`
-    (same shape as `probs`), in the noncentral chi-square approximation: noncentrality
-    n * sum_c (alt_c - p_c)^2 / p_c over the test's cells, cells - 1 degrees of freedom. Mass the
-    alternative puts on impossible cells counts as caught (1 - (1 - m)^n)."""
-    p = np.asarray(probs, dtype=float).reshape(-1)
-    alt = np.asarray(alternative, dtype=float).reshape(-1)
-    p, alt = p / p.sum(), alt / alt.sum()
-    possible, group, cells = pooled_cells(p, n)
-    pc, ac = np.bincount(group, p[possible], cells), np.bincount(group, alt[possible], cells)
-    outside = 1.0 - alt[possible].sum()
-    caught = 1.0 - (1.0 - outside) ** n
-    if cells < 2:
-        return caught
-    lam = n * ((ac / ac.sum() - pc) ** 2 / pc).sum()
-    power = float(ncx2.sf(chi2.isf(alpha, cells - 1), cells - 1, lam))
-    return caught + (1.0 - caught) * power
 
 
 def continuation_logits(model, context, vocab):

@@ -1,6 +1,9 @@
-"""The decoding engine (chapters 01-03): sampling controls, errors, greedy equality, KV rollback,
-and lossless speculative sampling -- exactly (enumeration) and statistically (with a broken variant
-that the test must reject)."""
+"""The decoding engine (chapters 01-03): sampling controls (bad arguments, NaN logits, agreement with
+transformers' warpers), bad requests, greedy equality (cached decoding, speculative decoding at any k,
+EOS and budget), the target's KV cache after every round, and lossless chain verification computed
+EXACTLY (conftest.ExactLaw enumerates every random draw): the law of the first three tokens, a wrong
+bonus row that the exact test must catch, and chapter 03's `output_law`. Also the transformers version
+check and out-of-order trees."""
 
 import copy
 from pathlib import Path

@@ -1,6 +1,9 @@
-"""Draft trees (chapter 04): tree masks and positions, the tree drafter's caches, greedy equality, and
-SpecInfer's multi-step speculative sampling -- lossless exactly (enumeration) and statistically, with
-known-wrong schemes that the statistical test must reject."""
+"""Draft trees (chapter 04): tree masks and positions (per-path logits on three architectures and the
+zoo target), the tree drafter (bad arguments, max_depth, greedy equality, the context and caches of its
+draft passes, the q row each sibling records), the exact laws of `draw_children`, and SpecInfer's
+multi-step speculative sampling, lossless EXACTLY: every draft outcome and every cell of the verifier's
+uniforms enumerated, a known-wrong scheme (siblings drawn without replacement, verified with the
+unadjusted q) that the exact test must catch, and chapter 04's `first_token_law`."""
 
 import copy
 import itertools
@@ -376,87 +379,6 @@ def test_the_exact_test_has_teeth(monkeypatch):
             else:
                 got += w_draft * w * recorded["probs"]
     assert abs(float(got.sum()) - 1) < 1e-9 and (got - d["p1"]).abs().max() > 1e-3
-
-
-# ---------------------------------------------------------------- lossless sampling, statistically
-def draw_trees(mode, k, grand, d, n, g, adjust=True):
-    """n draft trees, drawn vectorised: (tokens [n, k + len(grand)], q rows per tree or None)."""
-    q1, q2 = d["q1"].float(), d["q2"].float()
-    if mode == "topk":
-        kids = d["l1"].topk(k).indices
-        toks = torch.cat([kids, torch.stack([d["l2"][kids[c]].argmax() for c in grand])])
-        return toks.expand(n, -1), [None] * n
-    xs = torch.multinomial(q1.expand(n, -1), k, replacement=(mode == "sample"), generator=g)
-    ys = [torch.multinomial(q2[xs[:, c]], 1, generator=g)[:, 0] for c in grand]
-    toks = torch.cat([xs, torch.stack(ys, 1)], 1)
-    rows = []
-    for i in range(n):
-        left, qs = q1.clone(), []
-        for x in xs[i].tolist():
-            qs.append(left / left.sum() if mode == "without_replacement" and adjust else q1)
-            if mode == "without_replacement":
-                left = left.clone()
-                left[x] = 0
-        rows.append(torch.stack(qs + [q2[xs[i, c]] for c in grand]))
-    return toks, rows
-
-
-def mss_without_residual_update(tree, p, generator=None):
-    """Known-wrong (e): after a rejected sibling, keep P unchanged."""
-    kids, path, node = tree.children(), [], -1
-    while True:
-        P = p[node + 1]
-        for c in kids.get(node, []):
-            x = int(tree.tokens[c])
-            qx = 1.0 if tree.q is None else float(tree.q[c][x])
-            if float(torch.rand(1, generator=generator)) * qx < float(P[x]):
-                path.append(c)
-                node = c
-                break
-        else:
-            return path, int(torch.multinomial(P.float(), 1, generator=generator))
-
-
-def longest_independent_path(tree, p, generator=None):
-    """Known-wrong (b): speculative sampling on every root-to-leaf path independently, keep the longest."""
-    leaves = [i for i in range(len(tree)) if i not in tree.children()]
-    best = None
-    for leaf in leaves:
-        path, P = [], p[0]
-        for c in tree.path_to(leaf):
-            x = int(tree.tokens[c])
-            q = (
-                tree.q[c]
-                if tree.q is not None
-                else torch.zeros_like(P).index_fill_(0, torch.tensor([x]), 1.0)
-            )
-            if float(torch.rand(1, generator=generator)) * float(q[x]) < float(P[x]):
-                path.append(c)
-                P = p[c + 1]
-            else:
-                P = residual(P, q)
-                break
-        if best is None or len(path) > len(best[0]):
-            best = (path, P)
-    return best[0], int(torch.multinomial(best[1].float(), 1, generator=generator))
-
-
-def sample_first_two(verify, mode, k, grand, d, n, seed, adjust=True):
-    g = torch.Generator().manual_seed(seed)
-    toks, rows = draw_trees(mode, k, grand, d, n, g, adjust)
-    p1, p2, p3 = d["p1"].float(), d["p2"].float(), d["p3"].float()
-    parents = torch.tensor([-1] * k + list(grand))
-    counts = np.zeros((V, V))
-    for i in range(n):
-        t = toks[i].tolist()
-        p = torch.cat([p1[None], p2[toks[i, :k]], torch.stack([p3[t[c], y] for c, y in zip(grand, t[k:])])])
-        tree = DraftTree(toks[i], parents, rows[i])
-        path, nxt = verify(tree, p, g)
-        emitted = [t[c] for c in path] + [nxt]
-        if len(emitted) == 1:  # the next round's first token: the target's own
-            emitted.append(int(torch.multinomial(p2[emitted[0]], 1, generator=g)))
-        counts[emitted[0], emitted[1]] += 1
-    return counts
 
 
 @pytest.mark.parametrize("mode", ["sample", "without_replacement"])
