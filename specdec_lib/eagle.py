@@ -11,6 +11,7 @@ __all__ = [
     "drafting_steps",
     "rank_acceptance",
     "eagle_choices",
+    "FeatureDrafter",
     "FeatureTreeProposer",
     "EagleProposer",
 ]
@@ -18,6 +19,7 @@ __all__ = [
 
 # %% notebooks/07_eagle.ipynb [e7-007]
 import heapq
+from typing import Protocol, runtime_checkable
 
 import torch
 from torch import nn
@@ -203,6 +205,27 @@ def eagle_choices(acc: torch.Tensor, num_nodes: int) -> list[tuple[int, ...]]:
 
 
 # %% notebooks/07_eagle.ipynb [e7-026]
+@runtime_checkable
+class FeatureDrafter(Protocol):
+    """What FeatureTreeProposer asks of a drafter that reads the target's features: EAGLE's (below),
+    EAGLE-3's (chapter 09), or one of your own. Only these; its training is its own business."""
+
+    feature_layers: tuple[int, ...]  # the target hidden states it reads (hf.forward's numbering)
+    vocab: int  # the target's vocabulary size (one tokenizer)
+
+    def fuse(self, hidden: dict) -> torch.Tensor:
+        """{layer: [..., n, d]} target hidden states -> the [..., n, d_in] features it reads."""
+        ...
+
+    def __call__(self, feats, ahead, positions, cache=None, mask=None) -> torch.Tensor:
+        """Position j reads (feats[j], the token ahead[j]); returns its guess of the next feature."""
+        ...
+
+    def logits(self, h) -> torch.Tensor:
+        """Guessed features -> logits over the target's vocabulary."""
+        ...
+
+
 class FeatureTreeProposer(Proposer):
     """What every EAGLE proposer shares (EAGLE-1 here, EAGLE-2 and -3 later): a drafter that reads the
     target's features (`feature_layers`) and grows a tree, one drafter pass per depth; `mode` is how
@@ -212,7 +235,12 @@ class FeatureTreeProposer(Proposer):
     each round it is cropped back to them, and the next round's catch-up pass feeds the accepted path
     with the target's true features (EAGLE's "stable" cache); guessed features never stay in it."""
 
-    def __init__(self, drafter: EagleDrafter, mode: str = "without_replacement"):
+    def __init__(self, drafter: FeatureDrafter, mode: str = "without_replacement"):
+        if not isinstance(drafter, FeatureDrafter):
+            raise ValueError(
+                f"{type(drafter).__name__} is not a feature drafter: it needs feature_layers, vocab, fuse, "
+                "logits and a forward pass (see FeatureDrafter)"
+            )
         if mode not in SIBLING_MODES:
             raise ValueError(f"mode must be one of {SIBLING_MODES}, got {mode!r}")
         self.drafter, self.mode, self.feature_layers = drafter, mode, drafter.feature_layers

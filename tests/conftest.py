@@ -182,24 +182,6 @@ class ExactLaw:
             self.replay = [i for i, _ in self.trace[:-1]] + [self.trace[-1][0] + 1]
 
 
-def fresh_eagle_logits(drafter, target, tokens, path):
-    """An EAGLE (or EAGLE-3) drafter's logits after the committed `tokens` (last one pending) and a draft `path` of
-    token ids, recomputed from scratch: the target's features over the committed text (position j reads
-    [e(t_{j+1}) ; f_j]), then each drafted token paired with the drafter's own previous guess; no cache."""
-    import torch
-
-    from specdec_lib import hf
-
-    n = len(tokens) - 1
-    hidden = hf.hidden_states(target, tokens[None, :-1], drafter.feature_layers)
-    feats, ahead = drafter.fuse(hidden)[0], tokens[1:]  # EAGLE: the last layer; EAGLE-3: three, fused
-    guess = drafter(feats, ahead, torch.arange(n))[-1]  # f^_n, the root's guessed feature
-    for t in path:
-        feats, ahead = torch.cat([feats, guess[None]]), torch.cat([ahead, ahead.new_tensor([int(t)])])
-        guess = drafter(feats, ahead, torch.arange(len(ahead)))[-1]
-    return drafter.logits(guess)
-
-
 def record_drafts(prop, drafted: list):
     """Wrap `prop.propose` so that the token ids of every drafted tree are appended to `drafted`."""
     propose = prop.propose

@@ -5,10 +5,11 @@ import math
 
 import pytest
 import torch
-from conftest import fresh_eagle_logits, tiny_model
+from conftest import tiny_model
 
 from specdec_lib import hf
 from specdec_lib.autoregressive import SamplingParams
+from specdec_lib.contract import fresh_eagle_logits
 from specdec_lib.eagle import EagleDrafter, EagleProposer, eagle_choices, eagle_loss, load_eagle
 from specdec_lib.eagle2 import Eagle2Proposer, rerank
 
@@ -179,3 +180,22 @@ def test_eagle2_tree_is_the_papers_tree(target, total, depth, k):
         want = _eagle2_reference(dr, target, tokens, total, depth, k)
     got = {tuple(tree.tokens[tree.path_to(i)].tolist()) for i in range(len(tree))}
     assert got == want
+
+
+def test_the_tree_proposers_name_what_they_need_of_a_drafter():
+    """FeatureDrafter (chapter 07) is what EAGLE-1/2/3's proposers read; anything else is refused clearly."""
+    from specdec_lib.dflash import DFlashDrafter
+    from specdec_lib.eagle import EagleDrafter, FeatureDrafter, FeatureTreeProposer
+    from specdec_lib.eagle2 import Eagle2Proposer
+    from specdec_lib.eagle3 import Eagle3Drafter, Eagle3Proposer
+
+    target = tiny_model(vocab=8, seed=0, layers=4)
+    assert isinstance(EagleDrafter(target), FeatureDrafter) and isinstance(
+        Eagle3Drafter(target), FeatureDrafter
+    )
+    for make in (lambda d: EagleProposer(d, [(0,)]), lambda d: Eagle2Proposer(d)):
+        with pytest.raises(ValueError, match="not a feature drafter"):
+            make(DFlashDrafter(target))  # DFlash fills a block: it has no fuse or per-position forward
+    assert isinstance(Eagle3Proposer(Eagle3Drafter(target)), FeatureTreeProposer)
+    with pytest.raises(ValueError, match="Eagle3Drafter"):
+        Eagle3Proposer(EagleDrafter(target))
