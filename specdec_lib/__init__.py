@@ -85,13 +85,12 @@ _EXPORTS = {
     "mtp": "IndependentMTP independent_mtp_loss MTPModule SequentialMTP sequential_mtp_loss mtp_features "
     "train_mtp depth_accuracy MTPProposer load_mtp",  # 06
     "eagle": "EagleDrafter eagle_features eagle_loss train_eagle EAGLE_VARIANTS load_eagle drafting_steps "
-    "rank_acceptance eagle_choices FeatureTreeProposer EagleProposer",  # 07
+    "rank_acceptance eagle_choices FeatureDrafter FeatureTreeProposer EagleProposer",  # 07
     "eagle2": "calibration_records reliability fit_greedy_temperature rerank Eagle2Proposer",  # 08
     "eagle3": "eagle3_feature_layers token_counts draft_vocabulary DRAFT_VOCAB Eagle3Drafter ttt_outputs "
-    "eagle3_loss eagle3_inputs train_eagle3 load_eagle3 Eagle3Proposer",  # 09
+    "eagle3_loss target_inputs train_eagle3 load_eagle3 Eagle3Proposer",  # 09
     "dflash": "dflash_feature_layers DFlashDrafter dflash_training_mask sample_anchors dflash_outputs "
-    "block_targets decayed_ce dflash_loss dflash_inputs train_dflash load_dflash DFlashProposer "
-    "block_recall",  # 10
+    "block_targets decayed_ce dflash_loss train_dflash load_dflash DFlashProposer block_recall",  # 10
     "dflash2": "previous_in_block TwoTapMixer MixedBlock PathSelector DFlash2Drafter selector_loss "
     "predecessors dflash2_loss train_dflash2 DFlash2Proposer load_dflash2 selector_recall "
     "OracleProposer",  # 11

@@ -10,7 +10,6 @@ __all__ = [
     "block_targets",
     "decayed_ce",
     "dflash_loss",
-    "dflash_inputs",
     "train_dflash",
     "load_dflash",
     "DFlashProposer",
@@ -24,6 +23,7 @@ from torch import nn
 
 from specdec_lib import hf
 from specdec_lib.autoregressive import check_int, process_logits, sample_token
+from specdec_lib.eagle3 import target_inputs
 from specdec_lib.layers import Block, KVCache, RMSNorm
 from specdec_lib.speculative import DraftTree, Proposer
 from specdec_lib.training import train_on_frozen_target
@@ -197,13 +197,6 @@ def dflash_loss(
     return decayed_ce(draft_logits, block_targets(target_logits, anchors, block_size), gamma)
 
 
-def dflash_inputs(target, drafter: DFlashDrafter, ids):
-    """The frozen target's side of a training batch: (hidden states at the taps, logits [batch, T, V])."""
-    with torch.no_grad():
-        hidden = hf.hidden_states(target, ids, tuple(sorted({-1, *drafter.feature_layers})))
-        return hidden, hf.lm_head(target)(hidden[-1]).float()
-
-
 def train_dflash(drafter, target, batches, seconds: float, block_size: int = 16, anchors: int = 32,
                  gamma: float = 7.0, lr: float = 6e-4, generator=None, **kw):  # fmt: skip
     """Train a DFlashDrafter on the frozen target with chapter 05's loop: `anchors` random blocks of
@@ -211,7 +204,7 @@ def train_dflash(drafter, target, batches, seconds: float, block_size: int = 16,
 
     def loss_of(ids):
         a = sample_anchors(ids.shape[-1], block_size, anchors, len(ids), generator).to(ids.device)
-        return dflash_loss(drafter, *dflash_inputs(target, drafter, ids), ids, a, block_size, gamma)
+        return dflash_loss(drafter, *target_inputs(target, drafter, ids), ids, a, block_size, gamma)
 
     return train_on_frozen_target(drafter, loss_of, batches, seconds, lr, **kw)
 
@@ -285,7 +278,7 @@ def block_recall(drafter: DFlashDrafter, target, batches, block_size: int = 16, 
     know about each position before anything is verified."""
     hits, count = torch.zeros(len(tops), block_size - 1), 0
     for ids in batches:
-        hidden, logits = dflash_inputs(target, drafter, ids)
+        hidden, logits = target_inputs(target, drafter, ids)
         a = sample_anchors(ids.shape[-1], block_size, anchors, len(ids), generator).to(ids.device)
         h = dflash_outputs(drafter, drafter.context(hidden), ids, a, block_size)
         guess = drafter.logits(h[..., 1:, :])  # [batch, A, B - 1, V]

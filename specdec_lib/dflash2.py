@@ -31,10 +31,10 @@ from specdec_lib.dflash import (
     DFlashProposer,
     block_targets,
     decayed_ce,
-    dflash_inputs,
     dflash_outputs,
     load_dflash,
     sample_anchors,
+    target_inputs,
 )
 from specdec_lib.layers import Block
 from specdec_lib.speculative import DraftTree
@@ -264,7 +264,7 @@ def train_dflash2(drafter: DFlash2Drafter, target, batches, seconds: float, bloc
 
     def loss_of(ids):
         a = sample_anchors(ids.shape[-1], block_size, anchors, len(ids), generator).to(ids.device)
-        return dflash2_loss(drafter, *dflash_inputs(target, drafter, ids), ids, a, block_size, gamma)
+        return dflash2_loss(drafter, *target_inputs(target, drafter, ids), ids, a, block_size, gamma)
 
     return train_on_frozen_target(drafter, loss_of, batches, seconds, lr, **kw)
 
@@ -310,7 +310,7 @@ def selector_recall(drafter: DFlash2Drafter, target, batches, block_size: int = 
     selector) and how often that token is among the row's 16 best candidates ("top16"). Each [B - 1]."""
     hits, count = torch.zeros(2, block_size - 1), 0
     for ids in batches:
-        hidden, logits = dflash_inputs(target, drafter, ids)
+        hidden, logits = target_inputs(target, drafter, ids)
         a = sample_anchors(ids.shape[-1], block_size, anchors, len(ids), generator).to(ids.device)
         h = dflash_outputs(drafter, drafter.context(hidden), ids, a, block_size)[..., 1:, :]
         draft = drafter.logits(h)

@@ -9,7 +9,7 @@ __all__ = [
     "Eagle3Drafter",
     "ttt_outputs",
     "eagle3_loss",
-    "eagle3_inputs",
+    "target_inputs",
     "train_eagle3",
     "load_eagle3",
     "Eagle3Proposer",
@@ -252,8 +252,10 @@ def eagle3_loss(drafter: Eagle3Drafter, hidden: dict, target_logits, ids, steps:
     return (weights * per_step).sum(), per_step.detach()
 
 
-def eagle3_inputs(target, drafter: Eagle3Drafter, ids):
-    """The frozen target's side of a training batch: (hidden states at the taps, logits [B, T, V])."""
+def target_inputs(target, drafter, ids):
+    """The frozen target's side of a training batch for any drafter with taps (`feature_layers`: this
+    chapter's, and DFlash's in chapter 10): (hidden states at the taps and the last layer, logits
+    [B, T, V])."""
     with torch.no_grad():
         hidden = hf.hidden_states(target, ids, tuple(sorted({-1, *drafter.feature_layers})))
         return hidden, hf.lm_head(target)(hidden[-1]).float()
@@ -263,7 +265,7 @@ def train_eagle3(drafter, target, batches, seconds: float, steps: int = 6, lr: f
     """Train an Eagle3Drafter on the frozen target with chapter 05's loop; returns the per-step loss log."""
     return train_on_frozen_target(
         drafter,
-        lambda ids: eagle3_loss(drafter, *eagle3_inputs(target, drafter, ids), ids, steps),
+        lambda ids: eagle3_loss(drafter, *target_inputs(target, drafter, ids), ids, steps),
         batches,
         seconds,
         lr,

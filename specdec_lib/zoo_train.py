@@ -516,8 +516,8 @@ def train_eagle3_stage(
         DRAFT_VOCAB,
         Eagle3Drafter,
         draft_vocabulary,
-        eagle3_inputs,
         eagle3_loss,
+        target_inputs,
         token_counts,
     )
 
@@ -564,7 +564,7 @@ def train_eagle3_stage(
     for step, ids in enumerate(batches[:total]):
         if step in branch_at:
             runs += [r.branch(branch_at[step]) for r in runs if r.key in ("eagle", "eagle3")]
-        hidden, target_logits = eagle3_inputs(target, fused, ids)  # one frozen-target pass for all
+        hidden, target_logits = target_inputs(target, fused, ids)  # one frozen-target pass for all
         for r in runs:
             if isinstance(r.model, EagleDrafter):
                 loss, per = eagle_loss(r.model, hidden[-1], ids)
@@ -666,9 +666,9 @@ def train_dflash_stage(
         DFlashDrafter,
         DFlashProposer,
         block_recall,
-        dflash_inputs,
         dflash_loss,
         sample_anchors,
+        target_inputs,
     )
     from specdec_lib.eagle3 import token_counts
 
@@ -689,7 +689,7 @@ def train_dflash_stage(
     drafter.train()
     for step, ids in budgeted(batches, opt, lr, minutes, warm):
         a = sample_anchors(length, block_size, anchors, batch, gen)
-        loss, per = dflash_loss(drafter, *dflash_inputs(target, drafter, ids), ids, a, block_size, gamma)
+        loss, per = dflash_loss(drafter, *target_inputs(target, drafter, ids), ids, a, block_size, gamma)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -770,7 +770,7 @@ def train_dflash2_stage(
     from types import SimpleNamespace
 
     from specdec_lib import speculative as spec
-    from specdec_lib.dflash import dflash_inputs, load_dflash, sample_anchors
+    from specdec_lib.dflash import load_dflash, sample_anchors, target_inputs
     from specdec_lib.dflash2 import (
         DFlash2Drafter,
         DFlash2Proposer,
@@ -806,7 +806,7 @@ def train_dflash2_stage(
         step = 0
         for step, ids in budgeted(batches, opt, lr, budgets[run]):
             a = sample_anchors(length, block_size, anchors, batch, gen)
-            loss, per = dflash2_loss(drafter, *dflash_inputs(target, drafter, ids), ids, a, block_size, gamma)
+            loss, per = dflash2_loss(drafter, *target_inputs(target, drafter, ids), ids, a, block_size, gamma)
             opt.zero_grad()
             loss.backward()
             opt.step()

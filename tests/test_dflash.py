@@ -16,11 +16,11 @@ from specdec_lib.dflash import (
     DFlashDrafter,
     DFlashProposer,
     dflash_feature_layers,
-    dflash_inputs,
     dflash_loss,
     dflash_outputs,
     dflash_training_mask,
     sample_anchors,
+    target_inputs,
 )
 from specdec_lib.layers import KVCache
 
@@ -94,7 +94,7 @@ def test_training_pass_equals_inference_block_by_block(arch):
     anchors[0, 0] = 0  # a block with no context at all
     anchors = anchors.sort(-1).values
     with torch.no_grad():
-        hidden, _ = dflash_inputs(target, dr, ids)
+        hidden, _ = target_inputs(target, dr, ids)
         outs = dflash_outputs(dr, dr.context(hidden), ids, anchors, B)
         assert outs.shape == (2, 6, B, 32)
         for b in range(2):
@@ -131,7 +131,7 @@ def test_the_equality_test_has_teeth(slip, monkeypatch):
 
     monkeypatch.setattr(dflash, "dflash_training_mask", wrong)
     with torch.no_grad():
-        outs = dflash_outputs(dr, dr.context(dflash_inputs(target, dr, ids)[0]), ids, anchors, B)
+        outs = dflash_outputs(dr, dr.context(target_inputs(target, dr, ids)[0]), ids, anchors, B)
         gaps = [float((outs[0, j] - inference_block(dr, target, ids[0], a, B)).abs().max()) for j, a in
                 enumerate(anchors[0].tolist())]  # fmt: skip
     assert max(gaps) > 1e-3, f"the block-by-block equality would miss '{slip}'"
@@ -144,7 +144,7 @@ def test_loss_is_position_decayed_soft_ce_and_trains_only_the_drafter():
     dr = randomised(DFlashDrafter(target))
     ids, B, gamma = torch.randint(0, 24, (2, 18)), 5, 2.0
     anchors = torch.tensor([[0, 7, 11], [2, 3, 13]])
-    hidden, logits = dflash_inputs(target, dr, ids)
+    hidden, logits = target_inputs(target, dr, ids)
     loss, per = dflash_loss(dr, hidden, logits, ids, anchors, B, gamma)
     assert per.shape == (B - 1,)
     outs = dflash_outputs(dr, dr.context(hidden), ids, anchors, B)

@@ -12,10 +12,10 @@ from specdec_lib.autoregressive import SamplingParams, generate_ar, process_logi
 from specdec_lib.dflash import (
     DFlashDrafter,
     DFlashProposer,
-    dflash_inputs,
     dflash_outputs,
     dflash_training_mask,
     sample_anchors,
+    target_inputs,
 )
 from specdec_lib.dflash2 import (
     DFlash2Drafter,
@@ -55,7 +55,7 @@ def test_a_fresh_dflash2_is_exactly_its_dflash_backbone():
     ids, B = torch.randint(0, 24, (2, 20)), 4
     anchors = sample_anchors(20, B, 5, 2, torch.Generator().manual_seed(0))
     with torch.no_grad():
-        hidden, _ = dflash_inputs(target, dr, ids)
+        hidden, _ = target_inputs(target, dr, ids)
         a = dflash_outputs(dr, dr.context(hidden), ids, anchors, B)
         b = dflash_outputs(dr2, dr2.context(hidden), ids, anchors, B)
         assert torch.equal(a, b)
@@ -111,7 +111,7 @@ def test_training_pass_equals_inference_block_by_block_with_mixing(arch):
     ids, B = torch.randint(0, 24, (2, 20)), 4
     anchors = torch.tensor([[0, 4, 8, 13], [2, 3, 9, 16]])  # back-to-back blocks, overlapping blocks
     with torch.no_grad():
-        hidden, _ = dflash_inputs(target, dr, ids)
+        hidden, _ = target_inputs(target, dr, ids)
         outs = dflash_outputs(dr, dr.context(hidden), ids, anchors, B)
         for b in range(2):
             for j, a in enumerate(anchors[b].tolist()):
@@ -131,7 +131,7 @@ def test_the_mixing_equality_has_teeth(monkeypatch):
     right = dflash2.previous_in_block
     monkeypatch.setattr(dflash2, "previous_in_block", lambda m, n, past: torch.ones_like(right(m, n, past)))
     with torch.no_grad():
-        hidden, _ = dflash_inputs(target, dr, ids)
+        hidden, _ = target_inputs(target, dr, ids)
         outs = dflash_outputs(dr, dr.context(hidden), ids, anchors, B)
         monkeypatch.setattr(dflash2, "previous_in_block", right)
         want = inference_block(dr, target, ids[0], 7, B)
@@ -235,7 +235,7 @@ def test_dflash2_loss_is_dflash_loss_plus_the_selector_term():
     dr = backbone(target)
     ids, B = torch.randint(0, 24, (2, 16)), 4
     anchors = sample_anchors(16, B, 3, 2, torch.Generator().manual_seed(0))
-    inputs = dflash_inputs(target, dr, ids)
+    inputs = target_inputs(target, dr, ids)
     base, base_rows = dflash_loss(dr, *inputs, ids, anchors, B, 7.0)
     no_selector = DFlash2Drafter.from_dflash(target, dr, selector=False)
     loss, rows = dflash2_loss(no_selector, *inputs, ids, anchors, B, 7.0)

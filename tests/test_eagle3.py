@@ -16,8 +16,8 @@ from specdec_lib.eagle3 import (
     Eagle3Drafter,
     draft_vocabulary,
     eagle3_feature_layers,
-    eagle3_inputs,
     eagle3_loss,
+    target_inputs,
     ttt_outputs,
 )
 from specdec_lib.layers import KVCache
@@ -44,7 +44,7 @@ def test_fused_features_are_the_taps_concatenated():
     dr = randomised(Eagle3Drafter(target))
     ids = torch.randint(0, 24, (1, 9))
     out = target(input_ids=ids, output_hidden_states=True)
-    hidden, _ = eagle3_inputs(target, dr, ids)
+    hidden, _ = target_inputs(target, dr, ids)
     for i in dr.feature_layers:  # hf numbering = transformers' output_hidden_states
         assert torch.equal(hidden[i], out.hidden_states[i])
     want = torch.cat([out.hidden_states[i] for i in (1, 2, 3)], -1) @ dr.fc.weight.T
@@ -111,7 +111,7 @@ def test_training_time_attention_equals_inference_position_by_position(arch):
     ids = torch.randint(0, 24, (2, 14))
     steps = 5
     with torch.no_grad():
-        g = dr.fuse(eagle3_inputs(target, dr, ids)[0])
+        g = dr.fuse(target_inputs(target, dr, ids)[0])
         outs = ttt_outputs(dr, g, ids, steps)
         assert [o.shape[1] for o in outs] == [13, 12, 11, 10, 9]
         checked = 0
@@ -136,7 +136,7 @@ def test_the_equality_test_has_teeth():
     dr = randomised(Eagle3Drafter(target))
     ids = torch.randint(0, 24, (1, 10))
     with torch.no_grad():
-        g = dr.fuse(eagle3_inputs(target, dr, ids)[0])
+        g = dr.fuse(target_inputs(target, dr, ids)[0])
         right = ttt_outputs(dr, g, ids, 3)
         cache = KVCache()  # inference for j = 4, step 1
         h = dr(g[0, :5], ids[0, 1:6], torch.arange(5), cache)[-1:]
@@ -161,7 +161,7 @@ def test_loss_is_decayed_soft_ce_over_the_draft_vocabulary_with_the_mask():
     d2t, t2d = draft_vocabulary(torch.arange(24) % 7, 12)
     dr = randomised(Eagle3Drafter(target, d2t))
     ids = torch.randint(0, 24, (2, 11))
-    hidden, logits = eagle3_inputs(target, dr, ids)
+    hidden, logits = target_inputs(target, dr, ids)
     loss, per = eagle3_loss(dr, hidden, logits, ids, steps=3)
     outs = ttt_outputs(dr, dr.fuse(hidden), ids, 3)
     used = t2d.nonzero().flatten()
