@@ -14,7 +14,7 @@ OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HUB_DISABLE_PROGRESS_BARS=
            TRANSFORMERS_VERBOSITY=error PYTHONPATH=$(CURDIR)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv $(VENV) export lint unit nbval test book student check-site bench zoo clean distclean
+.PHONY: help venv $(VENV) export lint unit nbval test mutants book student check-site bench zoo clean distclean
 
 help:
 	@echo "make test     lint + unit tests + every notebook (offline, CPU)"
@@ -22,6 +22,7 @@ help:
 	@echo "make student  student notebooks without solutions, and their website (_build/student)"
 	@echo "make check-site  open every page of the built site in headless Chromium (after make book)"
 	@echo "make export   regenerate specdec_lib/<chapter>.py from the notebooks"
+	@echo "make mutants  plant each known bug and check its recorded catcher tests fail (tests/mutants.py)"
 	@echo "make lint | unit | nbval | bench | zoo | clean | distclean"
 
 # Reinstall only when the pins or the package metadata change.
@@ -58,6 +59,10 @@ nbval: $(STAMP)
 	  fi; \
 	done; \
 	if [ -n "$$failed" ]; then echo "nbval: failed:$$failed"; exit 1; fi
+
+# Every mutant of tests/mutants.py against its recorded catchers (a few minutes; a fast subset is in `unit`).
+mutants: $(STAMP)
+	$(PY) tests/mutants.py
 
 # Runs every stage even after a failure, then prints one summary line.
 test: $(STAMP)

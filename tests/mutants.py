@@ -1,11 +1,19 @@
-"""Do the tests have teeth? Plant one known bug at a time in a scratch copy of the library, run the
-behavioural tests there, and report which tests catch it (a development tool, not collected by pytest).
+"""Do the tests have teeth? Plant one known bug at a time in a scratch copy of the library and check that
+the tests recorded as its catchers fail there (a development tool; `make mutants`).
 
-    python tests/mutants.py            # every mutant (about 40 s each on 2 cores)
-    python tests/mutants.py M6 N1      # the ones whose name starts with these
+    python tests/mutants.py              # every mutant against its recorded catchers (= make mutants)
+    python tests/mutants.py M6 N1        # the ones whose name starts with these
+    python tests/mutants.py --full E1    # the whole behavioural suite per mutant: every test that catches
+                                         # it, with its time (to record catchers; ~40 s a mutant)
+    python tests/mutants.py --check      # only that every mutant's text is still in the library
 
-Each mutant is a plausible slip, most of them *lossless* ones that greedy equality cannot see. A new
-method or a fixed bug should add its mutant here; every mutant must be caught by a fast test.
+Each mutant is a plausible slip, most of them *lossless* ones that greedy equality cannot see. CATCHERS
+records, per mutant, the one or two fastest tests that catch it (found with --full). The rule: a mutant
+passes when every recorded catcher FAILS on the mutated copy, and every catcher passes on the clean copy
+(so a catcher that fails for another reason cannot hide a survivor). `make mutants` exits 1 when a mutant
+survives one of its catchers, has none recorded, or its text no longer matches the library (the code
+changed: fix the text, keeping the slip's meaning). A fast subset runs in `make test`
+(tests/test_mutants_fast.py). A new method or a fixed bug adds its mutant and catchers here.
 """
 
 from __future__ import annotations
@@ -109,7 +117,7 @@ MUTANTS = {
         "specdec_lib/eagle.py",
         [
             (
-                "        self.cache.crop(len(tokens) - len(verdict.tokens) - 1)",
+                "        self.cache.crop(verdict.root)  # back to the positions fed with the target's own features",
                 "        pass",
             )
         ],
@@ -118,8 +126,8 @@ MUTANTS = {
         "specdec_lib/eagle.py",
         [
             (
-                "        h = self.drafter(self.f, tokens[start + 1 : n + 1], positions, self.cache)",
-                "        h = self.drafter(self.f, tokens[start:n], positions, self.cache)",
+                "        h = self.drafter(self.unfed, tokens[start + 1 : n + 1], positions, self.cache)",
+                "        h = self.drafter(self.unfed, tokens[start:n], positions, self.cache)",
             )
         ],
     ),
@@ -216,50 +224,205 @@ MUTANTS = {
         "specdec_lib/mtp.py",
         [
             (
-                "                keep = min(len(cache), max(0, pending - k))",
-                "                keep = min(len(cache), max(0, pending - k + 1))",
+                "                keep = min(len(cache), max(0, verdict.next_root - k))",
+                "                keep = min(len(cache), max(0, verdict.next_root - k + 1))",
             )
         ],
+    ),
+    "C1 the target's cache is always cropped, never gathered (a tree's accepted branch keeps wrong keys)": (
+        "specdec_lib/hf.py",
+        [
+            (
+                "    if bool((slots == torch.arange(m, device=slots.device)).all()):",
+                "    if True:",
+            )
+        ],
+    ),
+    "C2 the draft model keeps one position too many after a round": (
+        "specdec_lib/speculative.py",
+        [
+            (
+                "        hf.crop_cache(self.cache, verdict.next_root)",
+                "        hf.crop_cache(self.cache, verdict.next_root + 1)",
+            )
+        ],
+    ),
+    "G1 prompt lookup copies after the earliest occurrence, not the latest": (
+        "specdec_lib/ngram.py",
+        [("                start = int(hits[-1]) + n", "                start = int(hits[0]) + n")],
     ),
 }
 
 
-def run(name: str, path: str, edits, snapshot: Path) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        scratch = Path(tmp) / "repo"
-        shutil.copytree(snapshot, scratch)
-        source = (scratch / path).read_text()
-        for old, new in edits:
-            if source.count(old) != 1:
-                raise SystemExit(f"{name}: the text to replace is not in {path} exactly once: {old[:60]!r}")
-            source = source.replace(old, new)
-        (scratch / path).write_text(source)
-        t0 = time.perf_counter()
-        env = {**os.environ, "PYTHONPATH": str(scratch), "HF_HUB_OFFLINE": "1"}
-        cmd = [sys.executable, "-m", "pytest", "-q", "-vv", "-rf", "-p", "no:cacheprovider", "--durations=0"]
-        out = subprocess.run(cmd + BEHAVIOURAL, cwd=scratch, capture_output=True, text=True, env=env).stdout
-    failed = sorted(set(re.findall(r"^FAILED (.+?)(?: - .*)?$", out, re.M)))
+# The code before a mutant's first space -> the tests that must catch it (pytest node ids, fastest first).
+CATCHERS = {
+    "M4a": (
+        "tests/test_medusa_mtp.py::test_medusa_tree_holds_each_heads_ranked_guesses",
+        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[medusa:16]",
+    ),
+    "M4b": (
+        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[mtp-independent]",
+    ),
+    "M5a": (
+        "tests/test_sampling_controls.py::test_top_k_and_top_p_both_cut_on_these_logits",
+        "tests/test_engine_exact_sampling.py::test_top_k_and_top_p_both_cut_in_this_case",
+    ),
+    "M6": ("tests/test_engine.py::test_chain_verification_is_exactly_lossless[sampling0]",),
+    "M7": (
+        "tests/test_engine_exact_sampling.py::test_the_engine_samples_three_tokens_exactly_like_the_target",
+    ),
+    "N1": (
+        "tests/test_trees.py::test_tree_verification_is_exactly_lossless[T1-sample-2 children, each with a child]",
+    ),
+    "E1": (
+        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[eagle:8]",
+        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[eagle2:8]",
+    ),
+    "E2": (
+        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[eagle:8]",
+        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[eagle2:8]",
+    ),
+    "E3": ("tests/test_eagle.py::test_eagle2_tree_is_the_papers_tree[25-4-3]",),
+    "E4": (
+        "tests/test_eagle3.py::test_training_time_attention_equals_inference_position_by_position[llama]",
+    ),
+    "E5": (
+        "tests/test_eagle3.py::test_training_time_attention_equals_inference_position_by_position[llama]",
+    ),
+    "E6": ("tests/test_eagle3.py::test_logits_live_on_target_ids_and_nothing_else_is_proposable",),
+    "D1": (
+        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[dflash:8]",
+    ),
+    "D2": (
+        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[dflash:8]",
+    ),
+    "D3": ("tests/test_dflash.py::test_training_mask_by_its_rules",),
+    "D4": (
+        "tests/test_contract.py::test_sampling_is_exactly_the_targets_distribution[dflash:8-T=0.7 top-k 3 top-p 0.9]",
+    ),
+    "S1": (
+        "tests/test_dflash2.py::test_greedy_walk_maximises_each_step_given_the_previous_pick",
+        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[dflash2:4]",
+    ),
+    "S2": ("tests/test_dflash2.py::test_training_pass_equals_inference_block_by_block_with_mixing[llama]",),
+    "S3": ("tests/test_dflash2.py::test_sampled_walk_reports_the_distribution_each_token_was_drawn_from",),
+    "N2": (
+        "tests/test_medusa_mtp.py::test_mtp_caches_match_teacher_forcing[mtp-sequential]",
+        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[mtp-sequential]",
+    ),
+    "C1": (
+        "tests/test_trees.py::test_caches_after_every_round_equal_a_fresh_prefill[topk]",
+        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[tree:2-2-1]",
+    ),
+    "C2": (
+        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[chain:3]",
+    ),
+    "G1": (
+        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[ngram:4]",
+    ),
+}
+
+
+def code(name: str) -> str:
+    return name.split(" ", 1)[0]
+
+
+def snapshot(dest: Path) -> Path:
+    """A copy of the repository without its virtual environment, history and builds."""
+    shutil.copytree(ROOT, dest, ignore=shutil.ignore_patterns(".venv", ".git", "_build", "__pycache__"))
+    return dest
+
+
+def apply(name: str, repo: Path) -> None:
+    """Plant mutant `name` in the copy `repo` (each text must occur exactly once)."""
+    path, edits = MUTANTS[name]
+    source = (repo / path).read_text()
+    for old, new in edits:
+        if source.count(old) != 1:
+            raise SystemExit(f"{name}: the text to replace is not in {path} exactly once: {old[:60]!r}")
+        source = source.replace(old, new)
+    (repo / path).write_text(source)
+
+
+def pytest_run(repo: Path, tests) -> tuple[set[str], dict[str, float], str]:
+    """Run `tests` in `repo`: (failed node ids, seconds per test, the last line)."""
+    env = {**os.environ, "PYTHONPATH": str(repo), "HF_HUB_OFFLINE": "1"}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-vv", "-rf", "-p", "no:cacheprovider", "--durations=0"]
+    out = subprocess.run(cmd + list(tests), cwd=repo, capture_output=True, text=True, env=env).stdout
+    failed = set(re.findall(r"^FAILED (.+?)(?: - .*)?$", out, re.M))
     seconds = {m[2].strip(): float(m[1]) for m in re.finditer(r"^([\d.]+)s call\s+(.+)$", out, re.M)}
-    print(
-        f"\n{name}: {out.strip().splitlines()[-1].strip('= ')} (whole run {time.perf_counter() - t0:.0f} s)"
-    )
-    for test in failed:
+    lines = out.strip().splitlines()
+    return failed, seconds, lines[-1].strip("= ") if lines else ""
+
+
+def check_catchers(name: str, clean: Path) -> tuple[bool, str, float]:
+    """Mutant `name` against its recorded catchers: (caught by all of them, a one-line report, seconds)."""
+    catchers = CATCHERS.get(code(name), ())
+    if not catchers:
+        return False, "no catchers recorded (run --full and add them to CATCHERS)", 0.0
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        mutated = Path(tmp) / "repo"
+        shutil.copytree(clean, mutated)
+        apply(name, mutated)
+        failed, _, _ = pytest_run(mutated, catchers)
+    missed = [c for c in catchers if c not in failed]
+    took = time.perf_counter() - t0
+    if missed:
+        return False, f"SURVIVED {', '.join(missed)}", took
+    return True, "caught by " + ", ".join(catchers), took
+
+
+def run_full(name: str, clean: Path) -> None:
+    """The whole behavioural suite on mutant `name`: every catcher with its time (to record CATCHERS)."""
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        mutated = Path(tmp) / "repo"
+        shutil.copytree(clean, mutated)
+        apply(name, mutated)
+        failed, seconds, last = pytest_run(mutated, BEHAVIOURAL)
+    print(f"\n{name}: {last} (whole run {time.perf_counter() - t0:.0f} s)")
+    for test in sorted(failed, key=lambda t: seconds.get(t, 0.0)):
         print(f"    caught by {test} ({seconds.get(test, 0.0):.2f} s)")
     if not failed:
         print("    NOT CAUGHT")
     sys.stdout.flush()
 
 
-def main(argv: list[str]) -> None:
+def main(argv: list[str]) -> int:
+    full, check_only = "--full" in argv, "--check" in argv
+    prefixes = [a for a in argv if not a.startswith("--")]
+    chosen = [n for n in MUTANTS if not prefixes or any(n.startswith(a) for a in prefixes)]
     with tempfile.TemporaryDirectory() as tmp:  # one snapshot, so edits made meanwhile cannot leak in
-        snapshot = Path(tmp) / "snapshot"
-        shutil.copytree(
-            ROOT, snapshot, ignore=shutil.ignore_patterns(".venv", ".git", "_build", "__pycache__")
-        )
-        for name, (path, edits) in MUTANTS.items():
-            if not argv or any(name.startswith(a) for a in argv):
-                run(name, path, edits, snapshot)
+        clean = snapshot(Path(tmp) / "snapshot")
+        for name in chosen:  # every text first: a stale one fails in a second, not after an hour
+            with tempfile.TemporaryDirectory() as t2:
+                probe = Path(t2)
+                for path in {MUTANTS[name][0]}:
+                    (probe / path).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy(clean / path, probe / path)
+                apply(name, probe)
+        if check_only:
+            print(f"{len(chosen)} mutant texts match the library")
+            return 0
+        if full:
+            for name in chosen:
+                run_full(name, clean)
+            return 0
+        catchers = sorted({c for n in chosen for c in CATCHERS.get(code(n), ())})
+        failed, _, last = pytest_run(clean, catchers) if catchers else (set(), {}, "")
+        if failed:
+            print(f"the clean library fails catchers {sorted(failed)}: fix those tests first ({last})")
+            return 1
+        bad = 0
+        print(f"{'mutant':80s} {'s':>5s}  result")
+        for name in chosen:
+            ok, report, took = check_catchers(name, clean)
+            bad += not ok
+            print(f"{name[:80]:80s} {took:5.0f}  {report}", flush=True)
+        print(f"{len(chosen) - bad} of {len(chosen)} mutants caught by their recorded catchers")
+        return 1 if bad else 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))
