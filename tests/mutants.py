@@ -355,17 +355,22 @@ def pytest_run(repo: Path, tests) -> tuple[set[str], dict[str, float], str]:
     return failed, seconds, lines[-1].strip("= ") if lines else ""
 
 
+def run_mutated(name: str, clean: Path, tests) -> tuple[set[str], dict[str, float], str]:
+    """`tests` on a fresh copy of `clean` with mutant `name` planted (pytest_run's results)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        mutated = Path(tmp) / "repo"
+        shutil.copytree(clean, mutated)
+        apply(name, mutated)
+        return pytest_run(mutated, tests)
+
+
 def check_catchers(name: str, clean: Path) -> tuple[bool, str, float]:
     """Mutant `name` against its recorded catchers: (caught by all of them, a one-line report, seconds)."""
     catchers = CATCHERS.get(code(name), ())
     if not catchers:
         return False, "no catchers recorded (run --full and add them to CATCHERS)", 0.0
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        mutated = Path(tmp) / "repo"
-        shutil.copytree(clean, mutated)
-        apply(name, mutated)
-        failed, _, _ = pytest_run(mutated, catchers)
+    failed, _, _ = run_mutated(name, clean, catchers)
     missed = [c for c in catchers if c not in failed]
     took = time.perf_counter() - t0
     if missed:
@@ -376,11 +381,7 @@ def check_catchers(name: str, clean: Path) -> tuple[bool, str, float]:
 def run_full(name: str, clean: Path) -> None:
     """The whole behavioural suite on mutant `name`: every catcher with its time (to record CATCHERS)."""
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        mutated = Path(tmp) / "repo"
-        shutil.copytree(clean, mutated)
-        apply(name, mutated)
-        failed, seconds, last = pytest_run(mutated, BEHAVIOURAL)
+    failed, seconds, last = run_mutated(name, clean, BEHAVIOURAL)
     print(f"\n{name}: {last} (whole run {time.perf_counter() - t0:.0f} s)")
     for test in sorted(failed, key=lambda t: seconds.get(t, 0.0)):
         print(f"    caught by {test} ({seconds.get(test, 0.0):.2f} s)")
