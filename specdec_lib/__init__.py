@@ -29,6 +29,9 @@ for you (greedy matching at temperature 0, lossless rejection sampling otherwise
 
 from __future__ import annotations
 
+import ast as _ast
+from pathlib import Path as _Path
+
 __version__ = "0.1.0"
 SUPPORTED_TRANSFORMERS = ">=4.56,<6"  # pinned 5.23.0 in requirements.txt; all internals go through hf.py
 
@@ -65,37 +68,16 @@ check_transformers_version(_installed_transformers())
 # Names are resolved lazily, so a half-finished chapter never breaks the chapters before it, and
 # `import specdec_lib` imports no chapter (nor torch): `specdec_lib.NAME` imports NAME's module on first use.
 #
-# _EXPORTS is every generated module's `__all__`, in chapter order, plus the public names of two
-# hand-written modules. It is a static table on purpose: building it reads no file and imports nothing,
-# so a chapter that does not even parse yet cannot take an earlier chapter's names down with it.
-# tests/test_engine_api.py reads each generated module's `__all__` (with ast, importing nothing) and
-# fails, printing the entry to paste here, when the table lags behind a chapter.
+# _EXPORTS is every generated module's `__all__`, in chapter order (specdec_lib/_names.py, which `make
+# export` writes from the notebooks, so the table is never typed by hand), plus the public names of two
+# hand-written modules. It is read as a literal, importing nothing, so a chapter that does not even parse
+# yet cannot take an earlier chapter's names down with it.
+_GENERATED = _ast.literal_eval(
+    _Path(__file__).with_name("_names.py").read_text("utf-8").split("EXPORTS = ", 1)[1]
+)
+
 _EXPORTS = {
-    "autoregressive": "SamplingParams process_logits sample_token is_integer check_int make_generator "
-    "check_request generate_ar generate_no_cache time_forward",  # 01
-    "speculative": "ancestor_mask DraftTree Verdict Stats Generation Proposer DraftModelProposer "
-    "verify_greedy Clock check_verifier check_proposer prefill verify_round commit generate",  # 02
-    "rejection": "acceptance_probability residual point_mass output_law verify_chain",  # 03
-    "trees": "tree_from_paths draw_tree SIBLING_MODES draw_children TreeDraftProposer first_token_law "
-    "verify_tree",  # 04
-    "medusa": "ResBlock MedusaHeads medusa_loss train_medusa head_accuracy medusa_choices MedusaProposer "
-    "typical_verifier load_medusa",  # 05
-    "training": "train_on_frozen_target",  # 05
-    "layers": "RMSNorm rotate KVCache Attention MLP Block",  # 06
-    "mtp": "IndependentMTP independent_mtp_loss MTPModule SequentialMTP sequential_mtp_loss mtp_features "
-    "train_mtp depth_accuracy MTPProposer load_mtp",  # 06
-    "eagle": "EagleDrafter eagle_features eagle_loss train_eagle EAGLE_VARIANTS load_eagle drafting_steps "
-    "rank_acceptance eagle_choices FeatureDrafter FeatureTreeProposer EagleProposer",  # 07
-    "eagle2": "calibration_records reliability fit_greedy_temperature rerank Eagle2Proposer",  # 08
-    "eagle3": "eagle3_feature_layers token_counts draft_vocabulary DRAFT_VOCAB Eagle3Drafter ttt_outputs "
-    "eagle3_loss target_inputs train_eagle3 load_eagle3 Eagle3Proposer",  # 09
-    "dflash": "dflash_feature_layers DFlashDrafter dflash_training_mask sample_anchors dflash_outputs "
-    "block_targets decayed_ce dflash_loss train_dflash load_dflash DFlashProposer block_recall",  # 10
-    "dflash2": "previous_in_block TwoTapMixer MixedBlock PathSelector DFlash2Drafter selector_loss "
-    "predecessors dflash2_loss train_dflash2 DFlash2Proposer load_dflash2 selector_recall "
-    "OracleProposer",  # 11
-    "recap": "load_report plot_benchmark",  # 12
-    "ngram": "PromptLookupProposer",  # 12
+    **{module: " ".join(names) for module, names in _GENERATED.items()},
     # hand-written (no __all__)
     "methods": "make_proposer register METHODS",
     "zoo": "load_pair heldout_prompts",
