@@ -59,6 +59,10 @@ EXPORTS = {
         "load_medusa",
     ],
     "training": [
+        "Constant",
+        "Cosine",
+        "WarmupStableDecay",
+        "adamw",
         "train_on_frozen_target",
     ],
     "mtp": [
@@ -79,6 +83,8 @@ EXPORTS = {
         "KVCache",
         "Attention",
         "MLP",
+        "repeat_kv",
+        "attention",
         "Block",
     ],
     "eagle": [

@@ -83,7 +83,7 @@ class DFlashDrafter(nn.Module):
         self.norm = RMSNorm(d, c["eps"])
         with torch.no_grad():  # the target's LM head reads final-normed states: start from its norm
             self.norm.weight.copy_(hf.final_norm(target).weight)
-        self._shared = (hf.embeddings(target), hf.lm_head(target))  # a tuple: not our parameters
+        self.target_parts = hf.borrow(target, "embed", "lm_head")  # the target's, not ours
         self.to(hf.device_of(target), hf.dtype_of(target))
 
     @classmethod
@@ -109,7 +109,7 @@ class DFlashDrafter(nn.Module):
         caches: one KVCache per layer holding the context's keys and values; new context `ctx` [..., m, d]
         at `ctx_positions` is appended first (and stays). mask [..., n, cached + n] (True = may attend)
         defaults to all True: the whole context and the whole block. The block's keys are dropped again."""
-        x = self._shared[0](ids)
+        x = self.target_parts.embed(ids)
         for layer, cache in zip(self.layers, caches, strict=True):
             if ctx is not None and ctx.shape[-2]:
                 cache.append(*layer.kv(ctx, ctx_positions))
@@ -122,7 +122,7 @@ class DFlashDrafter(nn.Module):
 
     def logits(self, h):
         """Draft scores over the target's vocabulary [..., V] (fp32), through the target's LM head."""
-        return self._shared[1](self.norm(h)).float()
+        return self.target_parts.lm_head(self.norm(h)).float()
 
 
 # %% notebooks/10_dflash.ipynb [e10-013]
@@ -211,13 +211,9 @@ def train_dflash(drafter, target, batches, seconds: float, block_size: int = 16,
 
 def load_dflash(target, preset: str = "tiny-code"):
     """The zoo's trained DFlash drafter for `target`, and its card."""
-    from specdec_lib.zoo import load_weights
+    from specdec_lib.zoo import load_trained
 
-    state, card = load_weights("dflash", preset, hf.device_of(target))
-    cfg = card["config"]
-    drafter = DFlashDrafter(target, cfg["layers"], cfg["feature_layers"], cfg["mask_token_id"])
-    drafter.load_state_dict(state)
-    return drafter.eval(), card
+    return load_trained("dflash", target, lambda config, _: DFlashDrafter(target, **config), preset)
 
 
 # %% notebooks/10_dflash.ipynb [e10-024]

@@ -290,8 +290,7 @@ def load_dflash2(target, preset: str = "tiny-code", mixing: bool = True, selecto
 
     backbone, _ = load_dflash(target, preset)
     state, card = load_weights("dflash2", preset, hf.device_of(target))
-    drafter = DFlash2Drafter.from_dflash(target, backbone, mixing=mixing, selector=selector,
-                                         rank=card["config"]["rank"], top_k=card["config"]["top_k"])  # fmt: skip
+    drafter = DFlash2Drafter.from_dflash(target, backbone, mixing=mixing, selector=selector, **card["config"])
     prefix = "mixed." if mixing else "plain."
     mine = {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
     if not selector:

@@ -58,21 +58,21 @@ class EagleDrafter(nn.Module):
             self.fc.bias.zero_()
         self.block = Block.like(target, copy_layer=hf.num_layers(target) - 1)
         self.block.input_layernorm = nn.Identity()  # EAGLE's layer 0 has no input norm
-        self._shared = (hf.embeddings(target), hf.lm_head(target))  # a tuple: not our parameters
+        self.target_parts = hf.borrow(target, "embed", "lm_head")  # the target's, not ours
         self.to(hf.device_of(target), hf.dtype_of(target))
 
     @property
     def vocab(self) -> int:
-        return self._shared[1].weight.shape[0]
+        return self.target_parts.lm_head.weight.shape[0]
 
     def forward(self, feats, ahead, positions, cache=None, mask=None):
         """feats [..., n, d] (f_i, or the drafter's own guess at tree nodes), ahead [..., n] (t_{i+1},
         the token each feature chose) -> guesses of the next features f^_{i+1} [..., n, d]."""
-        x = torch.cat([self._shared[0](ahead), feats], -1) if self.use_token else feats
+        x = torch.cat([self.target_parts.embed(ahead), feats], -1) if self.use_token else feats
         return self.block(self.fc(x), positions, cache, mask)
 
     def logits(self, h):
-        return self._shared[1](h).float()
+        return self.target_parts.lm_head(h).float()
 
     def fuse(self, hidden: dict):
         """The drafter's input features from the target's hidden states {layer: [..., d]}: EAGLE reads
@@ -130,14 +130,11 @@ EAGLE_VARIANTS = {
 def load_eagle(target, variant: str = "eagle", preset: str = "tiny-code"):
     """The zoo's trained drafter for `target` and its card: "eagle" (token + feature, regression + 0.1 CE),
     or an ablation: "eagle-feature-only" (no shifted token) or "eagle-regression-only" (no CE term)."""
-    from specdec_lib.zoo import load_weights
+    from specdec_lib.zoo import load_trained
 
     if variant not in EAGLE_VARIANTS:
         raise ValueError(f"variant must be one of {tuple(EAGLE_VARIANTS)}, got {variant!r}")
-    state, card = load_weights(variant, preset, hf.device_of(target))
-    drafter = EagleDrafter(target, use_token=EAGLE_VARIANTS[variant]["use_token"])
-    drafter.load_state_dict(state)
-    return drafter.eval(), card
+    return load_trained(variant, target, lambda config, _: EagleDrafter(target, **config), preset)
 
 
 # %% notebooks/07_eagle.ipynb [e7-020]

@@ -142,11 +142,10 @@ class Eagle2Proposer(FeatureTreeProposer):
             local += child.values.flatten().tolist()
             frontier = [first + int(j) for j in cumulative.flatten().topk(k).indices]
         chosen = rerank(scores, parents, self.total_tokens)
-        new = {old: i for i, old in enumerate(chosen)}
         self.confidence = torch.tensor([local[i] for i in chosen]).exp()
         self.scores = torch.tensor([scores[i] for i in chosen])
         return DraftTree(
             tokens.new_tensor([node_tokens[i] for i in chosen]),
-            tokens.new_tensor([new.get(parents[i], -1) for i in chosen]),
+            DraftTree.renumber(parents, chosen).to(tokens.device),
             None,
         )

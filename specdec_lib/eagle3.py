@@ -25,7 +25,7 @@ from torch import nn
 from specdec_lib import hf
 from specdec_lib.autoregressive import check_int
 from specdec_lib.eagle2 import Eagle2Proposer
-from specdec_lib.layers import MLP, Attention, RMSNorm, rotate
+from specdec_lib.layers import MLP, Attention, RMSNorm, attention, repeat_kv, rotate
 from specdec_lib.training import train_on_frozen_target
 
 
@@ -127,7 +127,7 @@ class Eagle3Drafter(nn.Module):
         self.lm_head = nn.Linear(d, len(used), bias=False)
         with torch.no_grad():  # a head start: the target's output rows of the draft vocabulary
             self.lm_head.weight.copy_(hf.lm_head(target).weight[used])
-        self._shared = (hf.embeddings(target),)  # a tuple: not our parameters
+        self.target_parts = hf.borrow(target, "embed")  # the target's, not ours
         self.to(hf.device_of(target), hf.dtype_of(target))
 
     @classmethod
@@ -145,7 +145,7 @@ class Eagle3Drafter(nn.Module):
         """Queries, keys and values [..., heads, n, head_dim] of states g [..., n, d] reading the tokens
         `ahead` [..., n] at `positions` [n] (rotated; keys and values with kv_heads heads)."""
         a = self.self_attn
-        x = torch.cat([self.input_layernorm(self._shared[0](ahead)), self.hidden_norm(g)], -1)
+        x = torch.cat([self.input_layernorm(self.target_parts.embed(ahead)), self.hidden_norm(g)], -1)
 
         def heads(t, n):  # [..., n, heads * head_dim] -> [..., heads, n, head_dim]
             return t.unflatten(-1, (n, a.head_dim)).transpose(-3, -2)
@@ -153,10 +153,6 @@ class Eagle3Drafter(nn.Module):
         q = rotate(a.q_norm(heads(a.q_proj(x), a.heads)), positions, self.rope_theta)
         k = rotate(a.k_norm(heads(a.k_proj(x), a.kv_heads)), positions, self.rope_theta)
         return q, k, heads(a.v_proj(x), a.kv_heads)
-
-    def expand(self, kv):  # grouped-query attention: each key/value head serves several query heads
-        a = self.self_attn
-        return kv if a.kv_heads == a.heads else kv.repeat_interleave(a.heads // a.kv_heads, -3)
 
     def finish(self, g, attended):
         """The rest of the layer: the residual on g, then the MLP. attended: [..., heads, n, head_dim]."""
@@ -167,21 +163,12 @@ class Eagle3Drafter(nn.Module):
         """As chapter 07's drafter: g [..., n, d] (fused target features, or the drafter's own outputs at
         tree nodes), ahead [..., n] -> outputs h [..., n, d]; with a KVCache (unbatched), after what it
         holds; `mask` [n, cached + n] (True = may attend) replaces the causal default."""
-        n = g.shape[-2]
         q, k, v = self.qkv(g, ahead, positions)
         past = 0
         if cache is not None:
             past = len(cache)
             k, v = cache.append(k, v)
-        if mask is None:
-            mask = (
-                torch.arange(past + n, device=g.device)[None]
-                <= past + torch.arange(n, device=g.device)[:, None]
-            )
-        attended = nn.functional.scaled_dot_product_attention(
-            q, self.expand(k), self.expand(v), attn_mask=mask.to(g.device)
-        )
-        return self.finish(g, attended)
+        return self.finish(g, attention(q, k, v, past, mask))  # chapter 06's core, as Block's
 
     def draft_logits(self, h):
         """Scores over the draft vocabulary [..., N] (fp32)."""
@@ -215,8 +202,8 @@ def ttt_outputs(drafter: Eagle3Drafter, g, ids, steps: int) -> list[torch.Tensor
         m = T - 1 - s  # positions j = 0 .. m - 1 still have a token t_{j+2+s} to predict
         h = h[..., :m, :]
         q, k, v = drafter.qkv(h, ids[..., 1 + s : 1 + s + m], torch.arange(s, s + m, device=ids.device))
-        keys.append(drafter.expand(k))
-        values.append(drafter.expand(v))
+        keys.append(repeat_kv(k, q.shape[-3]))
+        values.append(repeat_kv(v, q.shape[-3]))
         context = q @ keys[0][..., :m, :].transpose(-1, -2) * scale  # [B, H, m, m]: the true context
         causal = torch.ones(m, m, dtype=torch.bool, device=ids.device).tril()
         chain = [(q * keys[t][..., :m, :]).sum(-1, keepdim=True) * scale for t in range(1, s + 1)]
@@ -275,12 +262,11 @@ def train_eagle3(drafter, target, batches, seconds: float, steps: int = 6, lr: f
 
 def load_eagle3(target, preset: str = "tiny-code"):
     """The zoo's trained EAGLE-3 drafter for `target` and its card (the experiments' numbers are in it)."""
-    from specdec_lib.zoo import load_weights
+    from specdec_lib.zoo import load_trained
 
-    state, card = load_weights("eagle3", preset, hf.device_of(target))
-    drafter = Eagle3Drafter(target, state["d2t"], card["config"]["feature_layers"])
-    drafter.load_state_dict(state)
-    return drafter.eval(), card
+    return load_trained(
+        "eagle3", target, lambda config, state: Eagle3Drafter(target, state["d2t"], **config), preset
+    )
 
 
 # %% notebooks/09_eagle3.ipynb [e9-025b]

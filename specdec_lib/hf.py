@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import torch
 import transformers
@@ -214,6 +215,18 @@ def embeddings(model) -> torch.nn.Module:
 def final_norm(model) -> torch.nn.Module:
     """The norm applied to the last decoder layer's output before the LM head."""
     return model.model.norm
+
+
+def borrow(model, *parts: str) -> SimpleNamespace:
+    """The target's own modules that a proposer calls but neither owns nor trains: any of "embed",
+    "lm_head" and "final_norm", as attributes of a plain namespace. Assigned to an nn.Module attribute
+    directly they would become its submodules, so its parameters, its optimiser and its saved weights
+    would hold a copy of the target's."""
+    get = {"embed": embeddings, "lm_head": lm_head, "final_norm": final_norm}
+    unknown = [p for p in parts if p not in get]
+    if unknown:
+        raise ValueError(f"unknown target parts {unknown}; known: {sorted(get)}")
+    return SimpleNamespace(**{p: get[p](model) for p in parts})
 
 
 def num_layers(model) -> int:

@@ -7,6 +7,8 @@ __all__ = [
     "KVCache",
     "Attention",
     "MLP",
+    "repeat_kv",
+    "attention",
     "Block",
 ]
 
@@ -99,6 +101,28 @@ class MLP(nn.Module):
 
 
 # %% notebooks/06_mtp.ipynb [c020]
+def repeat_kv(kv, heads: int):
+    """Grouped-query attention: each of the key/value heads of kv [..., kv_heads, n, head_dim] serves
+    heads // kv_heads query heads, so it is repeated that many times."""
+    return kv if kv.shape[-3] == heads else kv.repeat_interleave(heads // kv.shape[-3], -3)
+
+
+def attention(q, k, v, past: int = 0, mask=None):
+    """The attention core of every layer the course writes (Block, and EAGLE-3's drafter in chapter 09):
+    queries q [..., heads, n, head_dim] over keys and values [..., kv_heads, past + n, head_dim], the
+    `past` first of them from a cache. Causal by default (new token i sees keys 0 .. past + i); `mask`
+    [n, past + n] (bool, True = may attend) replaces that: a tree mask, or a block's bidirectional one."""
+    k, v = repeat_kv(k, q.shape[-3]), repeat_kv(v, q.shape[-3])
+    if mask is None and past == 0:
+        return nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    if mask is None:
+        n = q.shape[-2]
+        mask = (
+            torch.arange(past + n, device=q.device)[None] <= past + torch.arange(n, device=q.device)[:, None]
+        )
+    return nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask.to(q.device))
+
+
 class Block(nn.Module):
     """One Llama (or Qwen3) decoder layer written out: x + Attn(norm(x)), then + MLP(norm(.)). Parameter
     names match transformers' decoder layers, so a target layer's weights load into it directly.
@@ -150,26 +174,13 @@ class Block(nn.Module):
         """The attention sublayer alone, on already-normalised states h [..., n, d]: its output, before
         the residual (chapter 11 wraps it in a convolution)."""
         a = self.self_attn
-        n = h.shape[-2]
         q = rotate(a.q_norm(self._split(a.q_proj(h), a.heads)), positions, self.rope_theta)
         k, v = self.kv(h, positions)
         past = 0
         if cache is not None:
             past = len(cache)
             k, v = cache.append(k, v)
-        if a.kv_heads != a.heads:  # grouped-query attention: each key/value head serves several queries
-            k = k.repeat_interleave(a.heads // a.kv_heads, -3)
-            v = v.repeat_interleave(a.heads // a.kv_heads, -3)
-        if mask is None and past == 0:
-            out = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-        else:
-            if mask is None:  # causal over cache + new: new token i sees keys 0 .. past + i
-                mask = (
-                    torch.arange(past + n, device=h.device)[None]
-                    <= past + torch.arange(n, device=h.device)[:, None]
-                )
-            out = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask.to(h.device))
-        return a.o_proj(out.transpose(-3, -2).flatten(-2))
+        return a.o_proj(attention(q, k, v, past, mask).transpose(-3, -2).flatten(-2))
 
     def forward(self, x, positions, cache: KVCache | None = None, mask=None):
         x = x + self.attend(self.input_layernorm(x), positions, cache, mask)

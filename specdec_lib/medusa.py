@@ -116,15 +116,16 @@ def medusa_loss(heads: MedusaHeads, h: torch.Tensor, ids: torch.Tensor, decay: f
 
 
 # %% notebooks/05_medusa.ipynb [c017]
-def train_medusa(heads, target, batches, seconds: float, lr: float = 1e-3, decay: float = 0.8, log_every=0):
-    """Medusa-1: the target is frozen, only the heads learn. `batches`: token tensors [B, T]."""
+def train_medusa(heads, target, batches, seconds: float, lr: float = 1e-3, decay: float = 0.8, **kw):
+    """Medusa-1: the target is frozen, only the heads learn. `batches`: token tensors [B, T]; `kw` goes to
+    the loop (`max_steps`, `schedule`, `log_every`, ...)."""
 
     def loss_of(ids):
         with torch.no_grad():  # one forward of the frozen target gives the features
             h = hf.hidden_states(target, ids, (-1,))[-1]
         return medusa_loss(heads, h, ids, decay)
 
-    return train_on_frozen_target(heads, loss_of, batches, seconds, lr, log_every)
+    return train_on_frozen_target(heads, loss_of, batches, seconds, lr, **kw)
 
 
 # %% notebooks/05_medusa.ipynb [c022]
@@ -213,8 +214,7 @@ class MedusaProposer(Proposer):
         keep = self.depths <= max_depth
         if not keep.all():  # near max_new_tokens: only the shallow part (parents stay before children)
             idx = keep.nonzero().flatten()
-            remap = {int(o): n for n, o in enumerate(idx)}
-            parents = torch.tensor([remap.get(int(self.parents[o]), -1) for o in idx])
+            parents = DraftTree.renumber(self.parents, idx)
             choices = [self.choices[int(o)] for o in idx]
         else:
             parents, choices = self.parents, self.choices
@@ -265,9 +265,6 @@ def typical_verifier(epsilon: float = 0.09, delta: float = 0.3):
 def load_medusa(target, preset: str = "tiny-code"):
     """The zoo's Medusa heads for `target` (trained longer by `python -m specdec_lib.zoo_train`) and
     their card, which records the measured per-head accuracies the tree is built from."""
-    from specdec_lib.zoo import load_weights
+    from specdec_lib.zoo import load_trained
 
-    state, card = load_weights("medusa", preset, hf.device_of(target))
-    heads = MedusaHeads.for_target(target, **card["config"])
-    heads.load_state_dict(state)
-    return heads.eval(), card
+    return load_trained("medusa", target, lambda config, _: MedusaHeads.for_target(target, **config), preset)

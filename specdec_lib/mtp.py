@@ -41,11 +41,10 @@ class IndependentMTP(nn.Module):
         last = hf.num_layers(target) - 1
         self.num_heads, self.feature_layer = num_heads, last  # hidden_states[L - 1]: the last layer's input
         self.heads = nn.ModuleList(Block.like(target, copy_layer=last) for _ in range(num_heads))
-        self._shared = (hf.final_norm(target), hf.lm_head(target))  # a tuple: not our parameters
+        self.target_parts = hf.borrow(target, "final_norm", "lm_head")  # the target's, not ours
 
     def logits(self, i: int, out):
-        norm, head = self._shared
-        return head(norm(out)).float()
+        return self.target_parts.lm_head(self.target_parts.final_norm(out)).float()
 
     def forward(self, z, positions=None):
         """z [..., T, d] trunk features -> logits [num_heads, ..., T, V] (head i at index i - 1)."""
@@ -107,13 +106,13 @@ class SequentialMTP(nn.Module):
         self.depth = depth
         last = hf.num_layers(target) - 1
         self.mtp = nn.ModuleList(MTPModule(target, copy_layer=last) for _ in range(depth))
-        self._shared = (hf.embeddings(target), hf.lm_head(target))
+        self.target_parts = hf.borrow(target, "embed", "lm_head")  # the target's, not ours
 
     def embed(self, ids):
-        return self._shared[0](ids)
+        return self.target_parts.embed(ids)
 
     def logits(self, k: int, h):
-        return self._shared[1](self.mtp[k - 1].norm(h)).float()
+        return self.target_parts.lm_head(self.mtp[k - 1].norm(h)).float()
 
     def forward(self, h0, ids):
         """Teacher-forced over one window: h0 [..., T, d], ids [..., T] -> list over k of logits
@@ -148,12 +147,12 @@ def mtp_features(mtp, target, ids):
 
 
 # %% notebooks/06_mtp.ipynb [c041]
-def train_mtp(mtp, target, batches, seconds: float, lr: float = 1e-3, log_every: int = 0):
-    """Train an IndependentMTP or SequentialMTP on the frozen target with chapter 05's loop.
-    Returns the per-depth losses of every step."""
+def train_mtp(mtp, target, batches, seconds: float, lr: float = 1e-3, **kw):
+    """Train an IndependentMTP or SequentialMTP on the frozen target with chapter 05's loop (`kw` goes to
+    it). Returns the per-depth losses of every step."""
     loss_fn = independent_mtp_loss if isinstance(mtp, IndependentMTP) else sequential_mtp_loss
     return train_on_frozen_target(
-        mtp, lambda ids: loss_fn(mtp, mtp_features(mtp, target, ids), ids), batches, seconds, lr, log_every
+        mtp, lambda ids: loss_fn(mtp, mtp_features(mtp, target, ids), ids), batches, seconds, lr, **kw
     )
 
 
@@ -201,7 +200,7 @@ class MTPProposer(Proposer):
         self.feature_layers = (mtp.feature_layer,)
 
     def start(self, target, prompt_ids, sampling, generator, features):
-        vocab = self.mtp._shared[1].weight.shape[0]
+        vocab = self.mtp.target_parts.lm_head.weight.shape[0]
         self.check_vocab("MTP heads", vocab, target)
         self.sampling, self.generator = sampling, generator
         n_blocks = self.mtp.depth if self.sequential else self.mtp.num_heads
@@ -248,15 +247,9 @@ class MTPProposer(Proposer):
 # %% notebooks/06_mtp.ipynb [c049]
 def load_mtp(target, kind: str = "sequential", preset: str = "tiny-code"):
     """The zoo's trained MTP heads ("independent") or modules ("sequential") for `target`, and their card."""
-    from specdec_lib.zoo import load_weights
+    from specdec_lib.zoo import load_trained
 
     if kind not in ("independent", "sequential"):
         raise ValueError(f"kind must be 'independent' or 'sequential', got {kind!r}")
-    state, card = load_weights(f"mtp-{kind}", preset, hf.device_of(target))
-    mtp = (
-        IndependentMTP(target, **card["config"])
-        if kind == "independent"
-        else SequentialMTP(target, **card["config"])
-    )
-    mtp.load_state_dict(state)
-    return mtp.eval(), card
+    cls = IndependentMTP if kind == "independent" else SequentialMTP
+    return load_trained(f"mtp-{kind}", target, lambda config, _: cls(target, **config), preset)

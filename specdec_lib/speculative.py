@@ -93,10 +93,24 @@ class DraftTree:
             level = [c for node in level for c in kids.get(node, [])]
         if len(order) != len(parents):
             raise ValueError("these nodes do not form a tree below the root (a cycle, or a lost node)")
-        new = {old: n for n, old in enumerate(order)}
         index = torch.tensor(order, dtype=torch.long, device=tokens.device)
-        new_parents = torch.tensor([new.get(parents[old], -1) for old in order], device=tokens.device)
+        new_parents = cls.renumber(parents, order).to(tokens.device)
         return cls(tokens[index], new_parents, None if q is None else q[index])
+
+    @staticmethod
+    def renumber(parents, order) -> torch.Tensor:
+        """The parents of the nodes `order` (old indices, in their new order), renumbered to that order:
+        what a tree keeps when it drops nodes or reorders them. Each kept node's parent must be the root
+        (-1) or a node kept before it, so the result is again parents-first."""
+        parents, order = torch.as_tensor(parents).tolist(), torch.as_tensor(order).tolist()
+        new, out = {}, []
+        for n, old in enumerate(order):
+            parent = parents[old]
+            if parent != -1 and parent not in new:
+                raise ValueError(f"node {old} is kept before (or without) its parent {parent}")
+            out.append(-1 if parent == -1 else new[parent])
+            new[old] = n
+        return torch.tensor(out, dtype=torch.long)
 
     def __len__(self) -> int:
         return len(self.tokens)

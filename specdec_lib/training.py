@@ -2,40 +2,102 @@
 """Chapter 05 — Medusa heads: training (generated from notebooks/05_medusa.ipynb)."""
 
 __all__ = [
+    "Constant",
+    "Cosine",
+    "WarmupStableDecay",
+    "adamw",
     "train_on_frozen_target",
 ]
 
 
 # %% notebooks/05_medusa.ipynb [6c1e55e5]
+import math
 import time
+from dataclasses import dataclass
 
 import torch
 from tqdm.auto import tqdm
 
 
-def train_on_frozen_target(
-    module, loss_of, batches, seconds: float, lr: float = 1e-3, log_every: int = 0, progress: bool = False
-):
+@dataclass(frozen=True)
+class Constant:
+    """A learning-rate schedule: the multiplier of the peak rate at `step`, when `progress` (0 to 1) of the
+    budget is spent. This one: a linear warm-up over `warmup` steps, then the peak rate."""
+
+    warmup: int = 0
+
+    def __call__(self, step: int, progress: float) -> float:
+        return min(1.0, (step + 1) / self.warmup) if self.warmup else 1.0
+
+
+@dataclass(frozen=True)
+class Cosine(Constant):
+    """Warm-up, then a cosine from the peak rate down to `floor` x the peak at the end of the budget."""
+
+    warmup: int = 20
+    floor: float = 0.1
+
+    def __call__(self, step: int, progress: float) -> float:
+        cosine = 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+        return Constant.__call__(self, step, progress) * (self.floor + (1 - self.floor) * cosine)
+
+
+@dataclass(frozen=True)
+class WarmupStableDecay(Constant):
+    """Warm-up, the peak rate, then a linear decay to `floor` x the peak over the last `decay` of the
+    budget. A run stopped at any point of its stable phase can be finished by a short decay of its own,
+    so one run gives fully trained checkpoints at several budgets (chapter 09's scaling experiment)."""
+
+    warmup: int = 20
+    decay: float = 0.2
+    floor: float = 0.1
+
+    def __call__(self, step: int, progress: float) -> float:
+        into_decay = max(0.0, min(progress, 1.0) - (1 - self.decay)) / self.decay
+        return Constant.__call__(self, step, progress) * (1 - (1 - self.floor) * into_decay)
+
+
+def adamw(module, lr: float = 1e-3, betas=(0.9, 0.999), weight_decay: float = 0.0):
+    """AdamW on `module`'s trainable weights (a frozen part, like a shared LM head, is left out)."""
+    params = [p for p in module.parameters() if p.requires_grad]
+    return torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay)
+
+
+def train_on_frozen_target(module, loss_of, batches, seconds: float, lr: float = 1e-3, *,
+                           max_steps: int | None = None, schedule=Constant(), betas=(0.9, 0.999),
+                           optimizer=None, clip: float | None = None, log_every: int = 0,
+                           progress: bool = False):  # fmt: skip
     """The training loop of every proposer trained on a frozen target (chapter 05; reused from chapter 06
-    on): AdamW on `module`'s trainable weights; `loss_of(ids)` returns (loss, per-depth losses) for a
-    batch [B, T]. Stops after `seconds` or one pass over the batches; prints the per-depth losses every
-    `log_every` steps (0: never) and, with `progress`, shows a progress bar. Returns the loss log: the
-    per-depth losses of every step."""
-    opt = torch.optim.AdamW([p for p in module.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
+    on, and by the zoo). `loss_of(ids)` returns (loss, per-depth losses) for a batch [B, T].
+
+    The budget is `seconds` of wall time and, if given, `max_steps` steps: the run stops when either is
+    spent, or at the end of the batches. `progress` through the budget, max(step / max_steps, elapsed /
+    seconds), drives the learning-rate `schedule` (Constant, Cosine, WarmupStableDecay), so a slower machine
+    still anneals fully and stops on time. The optimiser is AdamW(`betas`) on the trainable weights unless
+    one is passed (to continue a run with its state); `clip` caps the gradient norm. Prints the per-depth losses
+    every `log_every` steps (0: never) and, with `progress`, shows a progress bar. Returns the loss log:
+    the per-depth losses of every step."""
+    opt = optimizer if optimizer is not None else adamw(module, lr, betas)
     module.train()
     history, t0 = [], time.perf_counter()
-    bar = tqdm(total=round(seconds), unit="s", disable=not progress, desc="training")
+    cap = round(seconds) if math.isfinite(seconds) else None  # math.inf: the budget is the steps or batches
+    bar = tqdm(total=cap, unit="s", disable=not progress, desc="training")
     for step, ids in enumerate(batches):
         elapsed = time.perf_counter() - t0
-        if elapsed > seconds:
+        spent = max(step / max_steps if max_steps else 0.0, elapsed / seconds)
+        if spent >= 1:
             break
+        for group in opt.param_groups:
+            group["lr"] = lr * schedule(step, spent)
         loss, per_depth = loss_of(ids)
         opt.zero_grad()
         loss.backward()
+        if clip is not None:
+            torch.nn.utils.clip_grad_norm_([p for g in opt.param_groups for p in g["params"]], clip)
         opt.step()
         history.append(per_depth.tolist())
         if progress:
-            bar.update(min(round(seconds), round(elapsed)) - bar.n)
+            bar.update(min(cap or math.inf, round(elapsed)) - bar.n)
             bar.set_postfix(loss=f"{float(loss.detach()):.3f}", refresh=False)
         if log_every and step % log_every == 0:
             print(f"step {step}: losses " + " ".join(f"{x:.2f}" for x in per_depth.tolist()))

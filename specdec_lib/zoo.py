@@ -228,6 +228,19 @@ def load_weights(name: str, preset: str = "tiny-code", device=None) -> tuple[dic
     return state, json.loads((folder / "card.json").read_text())
 
 
+def load_trained(name: str, target, build, preset: str = "tiny-code"):
+    """(module, card): the zoo's trained `name` for `target`, on the target's device, in eval mode. A card's
+    `config` is exactly the constructor's keyword arguments (zoo_train wrote it from them), so every
+    chapter's load_* is `build(config, state)` (the state, for what the constructor needs of it, such as
+    EAGLE-3's vocabulary map) followed by loading the state."""
+    from specdec_lib import hf
+
+    state, card = load_weights(name, preset, hf.device_of(target))
+    module = build(card["config"], state)
+    module.load_state_dict(state)
+    return module.eval(), card
+
+
 def model_card(name: str = "tiny-code", role: str = "target") -> dict:
     """The training card (corpus rule, steps, tokens, wall time, validation loss, bits per byte)."""
     return json.loads((ZOO_DIR / name / role / "card.json").read_text())

@@ -1,24 +1,33 @@
-"""Train the offline zoo in one command: ``python -m specdec_lib.zoo_train`` (about 220 min on 2 CPU cores).
+"""Train the offline zoo in one command: ``python -m specdec_lib.zoo_train`` (about 220 min on 2 CPU cores),
+or one stage of it: ``--stage NAME``.
 
-Hand-written support code. Steps, all seeded:
-1. held-out prompts from the validation and test files  -> specdec_lib/data/prompts.json
-2. a byte-level BPE tokenizer on the train files          -> models/tiny-code/*/tokenizer.json
-3. the target: a small Llama trained on the train files   -> models/tiny-code/target/
-4. the draft: one Llama layer (embeddings started from the target's), trained on data and, separately,
-   distilled from the target; the one whose greedy agreement with the target is higher is kept
-   -> models/tiny-code/draft/
-5. Medusa heads and both MTP variants on the frozen target (chapters 05-06)  (--stage heads)
-6. EAGLE's drafter and its two ablations on the frozen target (chapters 07-08)  (--stage eagle)
-7. EAGLE-3's drafter and its experiments (chapter 09)  (--stage eagle3)
-8. DFlash's drafter (chapter 10)  (--stage dflash)
-Every model folder gets a ``card.json``: corpus rule, steps, tokens seen, wall time, validation loss and
-bits per byte, the loss curve.
+Hand-written support code: the corpus, the target and the draft are its own; every proposer is trained by
+its chapter's ``train_*`` on chapter 05's loop (``specdec_lib.training``), with a schedule object. All seeded.
+
+| stage    | writes                                        | how                                                        |
+|----------|-----------------------------------------------|------------------------------------------------------------|
+| prompts  | specdec_lib/data/prompts.json                 | held-out prompts from the validation and test files        |
+| target   | models/<name>/target/ (+ the tokenizer)       | byte-level BPE on the train files; a 6-layer Llama, Cosine |
+| draft    | models/<name>/draft/                          | one layer, trained on data and distilled; the one the      |
+|          |                                               | target agrees with more is kept (draft_tournament)         |
+| heads    | medusa, mtp-independent, mtp-sequential       | train_medusa, train_mtp (ch05-06), Cosine                  |
+| eagle    | eagle + two ablations (+ calibration, ch08)   | train_eagle (ch07), Cosine                                 |
+| eagle3   | eagle3 + the scaling experiment and ablations | train_eagle3, train_eagle (ch09), WarmupStableDecay        |
+|          |                                               | branches (at_budgets)                                      |
+| dflash   | dflash                                        | train_dflash (ch10), WarmupStableDecay                     |
+| dflash2  | dflash2 (two runs on the frozen DFlash)       | train_dflash2 (ch11), WarmupStableDecay                    |
+
+The proposer stages are the ones the registry names (``methods.register(..., zoo_stage=...)``). Each has a
+step budget that reproduces the shipped weights and a time cap; a card's ``config`` is exactly its
+constructor's keyword arguments (``zoo.load_trained`` rebuilds the module from it). Every model folder gets a
+``card.json``: corpus rule, steps, tokens seen, wall time, validation numbers, the loss curve.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import math
 import platform
@@ -31,6 +40,7 @@ import torch
 import torch.nn.functional as F
 
 from specdec_lib import zoo
+from specdec_lib.training import Cosine, WarmupStableDecay, adamw, train_on_frozen_target
 
 EOS = "<|endoftext|>"
 DEF_LINE = re.compile(r"^\s*(async\s+def|def|class)\s+\w+.*:\s*$")
@@ -150,63 +160,60 @@ def evaluate(model, seqs, nbytes: int, ctx: int, max_windows: int | None = None)
     return {"loss": total / count, "tokens": count, "bpb": total / nbytes / math.log(2)}
 
 
-def train_lm(
-    model, data, steps, batch, ctx, lr, budget_s, seed, val=None, teacher=None, compile=True, name=""
+def pretrain(
+    model, data, steps, batch, ctx, lr, minutes, seed, val=None, teacher=None, compile=True, name=""
 ):
-    """AdamW with warm-up and cosine decay. Progress = max(step/steps, elapsed/budget), so a slower
-    machine still anneals properly and stops on time (the card records where it stopped)."""
+    """A language model on the training text (the target; the draft, from data or distilled from `teacher`)
+    with chapter 05's loop: AdamW(0.9, 0.95) with weight decay 0.1, gradients clipped at 1, warm-up and
+    cosine decay to 10% over `steps` steps or `minutes`, whichever runs out first (a slower machine still
+    anneals fully and stops on time; the card records where it stopped). Random windows of `ctx` tokens."""
     g = torch.Generator().manual_seed(seed)
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
     fwd = model
     if compile:
         try:
             fwd = torch.compile(model)
         except Exception as e:  # pragma: no cover - compiler missing
             log("torch.compile unavailable, eager:", e)
-    model.train()
-    curve, t0, warm, step = [], time.time(), min(100, steps // 10), 0
-    while step < steps:
-        progress = max(step / steps, (time.time() - t0) / budget_s)
-        if progress >= 1:
-            break
-        scale = step / warm if step < warm else 0.1 + 0.45 * (1 + math.cos(math.pi * progress))
-        for group in opt.param_groups:
-            group["lr"] = lr * scale
-        starts = torch.randint(0, len(data) - ctx - 1, (batch,), generator=g)
-        x = torch.stack([data[s : s + ctx + 1] for s in starts.tolist()])
+
+    def windows_of_text():
+        while True:
+            starts = torch.randint(0, len(data) - ctx - 1, (batch,), generator=g)
+            yield torch.stack([data[s : s + ctx + 1] for s in starts.tolist()])
+
+    curve, t0, steps_taken = [], time.time(), itertools.count()
+
+    def loss_of(x):
         logits = fwd(input_ids=x[:, :-1]).logits
         if teacher is None:
             loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), x[:, 1:].reshape(-1))
         else:  # distillation: match the target's whole next-token distribution (forward KL)
             with torch.no_grad():
                 t_logp = F.log_softmax(teacher(input_ids=x[:, :-1]).logits, -1)
-            s_logp = F.log_softmax(logits, -1)
-            loss = F.kl_div(s_logp, t_logp, log_target=True, reduction="batchmean") / ctx
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        step += 1
-        if step % 25 == 0 or step == 1:
-            point = {
-                "step": step,
-                "tokens": step * batch * ctx,
-                "train_loss": round(loss.item(), 4),
-                "minutes": round((time.time() - t0) / 60, 2),
-            }
+            loss = F.kl_div(F.log_softmax(logits, -1), t_logp, log_target=True, reduction="batchmean") / ctx
+        step = next(steps_taken)
+        if step % 25 == 0:  # the loss of the step about to be taken (step 0: the untrained model)
+            point = {"step": step, "tokens": step * batch * ctx, "train_loss": round(loss.item(), 4),
+                     "minutes": round((time.time() - t0) / 60, 2)}  # fmt: skip
             if val is not None and step % 200 == 0:
                 point["val_loss"] = round(evaluate(model, *val, ctx, max_windows=24)["loss"], 4)
+                model.train()
             curve.append(point)
             log(name, point)
+        return loss, loss.detach()[None]
+
+    opt = adamw(model, lr, betas=(0.9, 0.95), weight_decay=0.1)
+    schedule = Cosine(warmup=min(100, steps // 10), floor=0.1)
+    history = train_on_frozen_target(model, loss_of, windows_of_text(), minutes * 60, lr, max_steps=steps,
+                                     schedule=schedule, optimizer=opt, clip=1.0)  # fmt: skip
     return {
-        "steps": step,
-        "tokens_seen": step * batch * ctx,
+        "steps": len(history),
+        "tokens_seen": len(history) * batch * ctx,
         "wall_minutes": round((time.time() - t0) / 60, 2),
         "curve": curve,
         "batch": batch,
         "context": ctx,
         "peak_lr": lr,
+        "schedule": f"AdamW(0.9, 0.95), weight decay 0.1, clip 1.0, {schedule}",
     }
 
 
@@ -241,97 +248,83 @@ def reload(folder: Path):
     return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
 
 
-def train_together(
-    models: dict, lrs: dict, step_loss, batches, minutes: float, what: str, log_every: int = 50
-):
-    """Train several proposers side by side on the same batches (AdamW, 20-step warm-up, cosine to 10%,
-    stopped by the time budget or the end of the batches). step_loss(ids) -> {name: (loss, per-part
-    losses)}: one frozen-target pass per batch can feed them all. Returns (steps, last losses, minutes)."""
-    opts = {k: torch.optim.AdamW(m.parameters(), lr=lrs[k], weight_decay=0.0) for k, m in models.items()}
-    budget, t0, warm = minutes * 60, time.time(), 20
-    step, last = 0, {}
-    for step, ids in enumerate(batches):
-        progress = max(step / len(batches), (time.time() - t0) / budget)
-        if progress >= 1:
-            break
-        scale = min(1.0, (step + 1) / warm) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
-        for k, (loss, per) in step_loss(ids).items():
-            for g in opts[k].param_groups:
-                g["lr"] = lrs[k] * scale
-            opts[k].zero_grad()
-            loss.backward()
-            opts[k].step()
-            last[k] = [round(x, 4) for x in per.tolist()]
-        if step % log_every == 0:
-            log(f"{what} step {step} ({(time.time() - t0) / 60:.1f} min): losses {last}")
-    return step, last, (time.time() - t0) / 60
+def frozen_target(name: str):
+    """The zoo's target (frozen) and tokenizer: what every proposer stage trains on."""
+    target, _, tok = zoo.load_pair(name, device="cpu")
+    return target.requires_grad_(False), tok
+
+
+def trained_for(history, batch: int, length: int, t0: float, **recipe) -> dict:
+    """The part of a card every proposer stage writes the same way: its recipe and how far it got."""
+    return {
+        **recipe,
+        "steps": len(history),
+        "tokens_seen": len(history) * batch * length,
+        "wall_minutes": round((time.time() - t0) / 60, 1),
+    }
+
+
+def curve_of(history, every: int = 50) -> list[dict]:
+    """Every `every`-th step's per-part losses from a loop's loss log, for the card."""
+    return [{"step": i, "losses": [round(x, 3) for x in history[i]]} for i in range(0, len(history), every)]
 
 
 # ------------------------------------------------------------------------- proposer heads (ch05-06)
-def train_heads(
-    name: str, minutes: float, seed: int, batch: int = 8, length: int = 256, max_steps: int = 4000
-):
-    """Medusa heads, independent MTP heads and sequential MTP modules, trained together on the frozen
-    target: one target forward per batch feeds all three (AdamW, warm-up, cosine; time-budgeted)."""
-    from specdec_lib import hf
-    from specdec_lib.medusa import MedusaHeads, head_accuracy, medusa_loss
-    from specdec_lib.mtp import (
-        IndependentMTP,
-        SequentialMTP,
-        depth_accuracy,
-        independent_mtp_loss,
-        sequential_mtp_loss,
-    )
+# One entry per trained proposer. `config` is exactly its constructor's keyword arguments: the stage builds
+# it with them and writes them to its card, from which the chapter's load_* rebuilds it.
+HEADS = {  # name: (config, peak learning rate)
+    "medusa": ({"num_heads": 3, "train_projection": False}, 2e-3),
+    "mtp-independent": ({"num_heads": 3}, 1e-3),
+    "mtp-sequential": ({"depth": 3}, 1e-3),
+}
 
-    target, _, tok = zoo.load_pair(name, device="cpu")
-    target.requires_grad_(False)
-    torch.manual_seed(seed)
-    models = {
-        "medusa": MedusaHeads.for_target(target, num_heads=3, train_projection=False),
-        "mtp-independent": IndependentMTP(target, num_heads=3),
-        "mtp-sequential": SequentialMTP(target, depth=3),
+
+def train_heads(name: str, seed: int, steps: int = 484, minutes: float = 30, batch: int = 8, length: int = 256,
+                max_batches: int | None = 4000):  # fmt: skip
+    """Medusa heads (chapter 05) and both MTP variants (chapter 06) on the frozen target, each by its
+    chapter's train_* on the same batches: AdamW, a 20-step warm-up and a cosine to 10% over `steps`
+    steps (or `minutes`, whichever runs out first). The batches are the first of `max_batches` shuffled
+    ones (the shuffle depends on that number: it is kept so the shipped weights reproduce)."""
+    from specdec_lib.medusa import MedusaHeads, head_accuracy, train_medusa
+    from specdec_lib.mtp import IndependentMTP, SequentialMTP, depth_accuracy, train_mtp
+
+    build = {
+        "medusa": MedusaHeads.for_target,
+        "mtp-independent": IndependentMTP,
+        "mtp-sequential": SequentialMTP,
     }
-    losses = {
-        "medusa": lambda m, f, ids: medusa_loss(m, f[-1], ids),
-        "mtp-independent": lambda m, f, ids: independent_mtp_loss(m, f[hf.num_layers(target) - 1], ids),
-        "mtp-sequential": lambda m, f, ids: sequential_mtp_loss(m, f[-1], ids),
-    }
-    lrs = {"medusa": 2e-3, "mtp-independent": 1e-3, "mtp-sequential": 1e-3}
-    batches = zoo.token_batches(tok, "train", batch, length, max_batches=max_steps, seed=seed)
-    log(f"heads: {len(batches)} batches of {batch}x{length} tokens available; budget {minutes} min")
-    layers = (hf.num_layers(target) - 1, -1)
-
-    def step_loss(ids):
-        with torch.no_grad():
-            feats = hf.hidden_states(target, ids, layers)
-        return {k: losses[k](m, feats, ids) for k, m in models.items()}
-
-    step, last, wall = train_together(models, lrs, step_loss, batches, minutes, "heads")
+    target, tok = frozen_target(name)
+    torch.manual_seed(seed)  # the three are built first, in this order: their initial weights are seeded
+    models = {k: build[k](target, **config) for k, (config, _) in HEADS.items()}
+    batches = zoo.token_batches(tok, "train", batch, length, max_batches, seed=seed)
     val = zoo.token_batches(tok, "validation", batch, length, max_batches=40, seed=seed)
-    out = zoo.ZOO_DIR / name
     for k, m in models.items():
-        m.eval()
+        config, lr = HEADS[k]
+        train = train_medusa if k == "medusa" else train_mtp
+        t0 = time.time()
+        history = train(
+            m, target, batches, minutes * 60, lr, max_steps=steps, schedule=Cosine(20, 0.1), log_every=100
+        )
         if k == "medusa":
             acc = head_accuracy(m, target, val, top=10)
-            accuracy = {
-                "top1": [round(float(a), 4) for a in acc[:, 0]],
-                "top_i": [[round(float(x), 4) for x in row] for row in acc],
-            }
+            accuracy = {"top1": [round(float(a), 4) for a in acc[:, 0]],
+                        "top_i": [[round(float(x), 4) for x in row] for row in acc]}  # fmt: skip
         else:
             accuracy = {"top1": [round(float(a), 4) for a in depth_accuracy(m, target, val)]}
         card = {
             "role": k,
             "for_target": f"{name}/target",
             "parameters": sum(p.numel() for p in m.parameters()),
-            "config": {
-                "medusa": {"num_heads": 3, "train_projection": False},
-                "mtp-independent": {"num_heads": 3},
-                "mtp-sequential": {"depth": 3},
-            }[k],
-            "steps": step,
-            "tokens_seen": step * batch * length,
-            "wall_minutes": round(wall, 1),
-            "lr": lrs[k],
+            "config": config,
+            **trained_for(
+                history,
+                batch,
+                length,
+                t0,
+                lr=lr,
+                schedule="AdamW, Cosine(20, 0.1)",
+                trainer=f"{train.__module__}.{train.__name__}",
+            ),  # fmt: skip
             "seed": seed,
             "validation_tokens_per_depth": "40 batches of 8x256 validation tokens, teacher-forced",
             "validation_accuracy": accuracy,
@@ -344,12 +337,11 @@ def train_heads(
                 if k == "medusa"
                 else {}
             ),
-            "last_train_ce": last[k],
+            "last_train_ce": [round(x, 4) for x in history[-1]],
             "torch": torch.__version__,
         }
         zoo.save_weights(m, k, card, preset=name)
-        log(f"{k}: {card['parameters'] / 1e6:.2f}M parameters, validation top-1 by depth {accuracy['top1']}")
-    log(f"heads saved under {out} ({wall:.1f} min of training)")
+        log(f"{k}: {len(history)} steps, validation top-1 by depth {accuracy['top1']}")
 
 
 def validation_greedy_texts(target, tok) -> tuple[list[torch.Tensor], list[int]]:
@@ -362,34 +354,43 @@ def validation_greedy_texts(target, tok) -> tuple[list[torch.Tensor], list[int]]
     return texts, [len(p) for p in prompts]
 
 
-def train_eagle_stage(
-    name: str, minutes: float, seed: int, batch: int = 8, length: int = 256, max_steps: int = 6000
-):
-    """EAGLE's drafter and its two ablations (chapter 07), trained together on the frozen target: one
-    target forward per batch feeds all three (AdamW, warm-up, cosine; time-budgeted). Each card records
-    teacher-forced validation numbers and acc[d, r] along the target's greedy text (rank_acceptance),
-    from which chapter 07 builds the static tree."""
-    from specdec_lib.eagle import EAGLE_VARIANTS, EagleDrafter, eagle_features, eagle_loss, rank_acceptance
-
-    target, _, tok = zoo.load_pair(name, device="cpu")
-    target.requires_grad_(False)
-    torch.manual_seed(seed)
-    models = {k: EagleDrafter(target, use_token=v["use_token"]) for k, v in EAGLE_VARIANTS.items()}
-    lr = 1e-3
-    batches = zoo.token_batches(tok, "train", batch, length, max_batches=max_steps, seed=seed)
-    log(f"eagle: {len(batches)} batches of {batch}x{length} tokens available; budget {minutes} min")
-
-    def step_loss(ids):
-        f = eagle_features(target, ids)
-        return {k: eagle_loss(m, f, ids, w_cls=EAGLE_VARIANTS[k]["w_cls"]) for k, m in models.items()}
-
-    step, last, wall = train_together(
-        models, dict.fromkeys(models, lr), step_loss, batches, minutes, "eagle", 100
+# ------------------------------------------------------------------------------ EAGLE (ch07-08)
+def train_eagle_stage(name: str, seed: int, steps: int = 1565, minutes: float = 20, batch: int = 8,
+                      length: int = 256, lr: float = 1e-3, max_batches: int | None = 6000):  # fmt: skip
+    """EAGLE's drafter and its two ablations (chapter 07, EAGLE_VARIANTS), each by chapter 07's
+    train_eagle on the same batches (AdamW, 20-step warm-up, cosine to 10% over `steps` or `minutes`).
+    Each card records teacher-forced validation numbers and acc[d, r] along the target's greedy text
+    (rank_acceptance), from which chapter 07 builds the static tree; EAGLE's is then calibrated."""
+    from specdec_lib.eagle import (
+        EAGLE_VARIANTS,
+        EagleDrafter,
+        eagle_features,
+        eagle_loss,
+        rank_acceptance,
+        train_eagle,
     )
+
+    target, tok = frozen_target(name)
+    torch.manual_seed(seed)
+    configs = {k: {"use_token": v["use_token"]} for k, v in EAGLE_VARIANTS.items()}
+    models = {k: EagleDrafter(target, **configs[k]) for k in EAGLE_VARIANTS}
+    batches = zoo.token_batches(tok, "train", batch, length, max_batches, seed=seed)
     val = zoo.token_batches(tok, "validation", batch, length, max_batches=20, seed=seed)
     seqs, starts = validation_greedy_texts(target, tok)
     for k, m in models.items():
-        m.eval()
+        w_cls = EAGLE_VARIANTS[k]["w_cls"]
+        t0 = time.time()
+        history = train_eagle(
+            m,
+            target,
+            batches,
+            minutes * 60,
+            lr,
+            w_cls,
+            max_steps=steps,
+            schedule=Cosine(20, 0.1),
+            log_every=200,
+        )
         with torch.no_grad():
             reg = ce = hit = count = 0.0
             for ids in val:
@@ -404,12 +405,17 @@ def train_eagle_stage(
             "role": k,
             "for_target": f"{name}/target",
             "parameters": sum(p.numel() for p in m.parameters()),
-            "config": {"use_token": EAGLE_VARIANTS[k]["use_token"]},
-            "loss": f"SmoothL1(feature) + {EAGLE_VARIANTS[k]['w_cls']} x soft CE; uniform input noise +-0.1",
-            "steps": step,
-            "tokens_seen": step * batch * length,
-            "wall_minutes": round(wall, 1),
-            "lr": lr,
+            "config": configs[k],
+            "loss": f"SmoothL1(feature) + {w_cls} x soft CE; uniform input noise +-0.1",
+            **trained_for(
+                history,
+                batch,
+                length,
+                t0,
+                lr=lr,
+                schedule="AdamW, Cosine(20, 0.1)",
+                trainer="specdec_lib.eagle.train_eagle",
+            ),  # fmt: skip
             "seed": seed,
             "validation": {
                 "windows": f"{len(val)} batches of {batch}x{length} validation tokens, teacher-forced",
@@ -423,14 +429,11 @@ def train_eagle_stage(
                 "feature guesses",
                 "acc": [[round(float(x), 4) for x in row] for row in acc],
             },
-            "last_train": last[k],
+            "last_train": [round(x, 4) for x in history[-1]],
             "torch": torch.__version__,
         }
         zoo.save_weights(m, k, card, preset=name)
-        log(
-            f"{k}: {card['parameters'] / 1e6:.2f}M parameters, {card['validation']}, acc[:, 0] {acc[:, 0].tolist()}"
-        )
-    log(f"eagle drafters saved under {zoo.ZOO_DIR / name} ({wall:.1f} min of training)")
+        log(f"{k}: {len(history)} steps, {card['validation']}, acc[:, 0] {acc[:, 0].tolist()}")
     calibrate_eagle(name, (seqs, starts))
 
 
@@ -440,8 +443,6 @@ TEMPERATURE_GRID = (0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 def calibrate_eagle(name: str, texts=None):
     """Fit the EAGLE drafter's greedy confidence temperature (chapter 08) on validation prompts and record
     it, with the expected calibration errors, in its card (EAGLE-2 shapes greedy trees with it)."""
-    import json
-
     from specdec_lib.eagle import load_eagle
     from specdec_lib.eagle2 import calibration_records, fit_greedy_temperature, reliability
 
@@ -463,10 +464,10 @@ def calibrate_eagle(name: str, texts=None):
 
 
 # ------------------------------------------------------------------------- EAGLE-3 (chapter 09)
-EAGLE3_RUNS = {  # name: (drafter kwargs, training-time-test steps, budget in units of the token budget)
-    "eagle3": ({}, 6, 9),
-    "eagle3-last-layer": ({"feature_layers": (-1,)}, 6, 3),
-    "eagle3-teacher-forced": ({}, 1, 3),
+EAGLE3_RUNS = {  # run: (constructor config, training-time-test steps, budgets in units; None: the scaling ones)
+    "eagle3": ({}, 6, None),
+    "eagle3-last-layer": ({"feature_layers": (-1,)}, 6, (3,)),
+    "eagle3-teacher-forced": ({}, 1, (3,)),
 }
 
 
@@ -488,7 +489,6 @@ def eagle_snapshot_eval(drafter, target, texts, prompts) -> dict:
         spec.generate(target, p, 64, Eagle2Proposer(drafter, 16, greedy_temperature=t)).stats for p in prompts
     ]
     pooled = spec.Stats.pool(runs)
-    drafter.train()
     return {
         "acc": [[round(float(x), 4) for x in row] for row in acc],
         "greedy_temperature": t,
@@ -497,118 +497,94 @@ def eagle_snapshot_eval(drafter, target, texts, prompts) -> dict:
     }
 
 
-def train_eagle3_stage(
-    name: str, seed: int, batch: int = 8, length: int = 256, units: int = 9, max_batches: int | None = None
-):
-    """EAGLE-3 (chapter 09) and the experiments its chapter plots, in ONE pass over the training split.
-
-    The pass is cut into `units` equal token budgets. Trained side by side on the same batches, one
-    frozen-target forward each: EAGLE-1 and EAGLE-3 for all 9 units (the scaling experiment), and two
-    EAGLE-3 ablations for 3 (last-layer features only; teacher forcing, i.e. one step instead of the
-    training-time test). Learning rate: warm-up then constant, decayed linearly to 10% over the last 10%
-    of each budget (a warmup-stable-decay schedule): the 1- and 3-unit snapshots are decay branches split
-    off the constant-rate run at 0.9 and 2.7 units, so each budget is a fully trained drafter and one
-    run gives every point. Only the 9-unit EAGLE-3 ships; the card stores every number."""
+def at_budgets(model, train, batches, unit: int, budgets, lr: float) -> dict:
+    """One warmup-stable-decay run that yields a fully trained drafter at every budget (in units of
+    `unit` batches): the run stays at the peak rate, and at 90% of each budget a copy (weights and
+    optimiser state) branches off and decays linearly to 10% over the budget's last 10%. The last budget's
+    drafter is `model` itself. `train(model, batches, schedule, optimizer)` runs the chapter's train_* on
+    exactly those batches (its budget: their number). Returns {budget: drafter}."""
     import copy
 
-    from specdec_lib.eagle import EagleDrafter, eagle_loss
-    from specdec_lib.eagle3 import (
-        DRAFT_VOCAB,
-        Eagle3Drafter,
-        draft_vocabulary,
-        eagle3_loss,
-        target_inputs,
-        token_counts,
-    )
+    wsd = WarmupStableDecay(warmup=20, decay=0.1, floor=0.1)
 
-    target, _, tok = zoo.load_pair(name, device="cpu")
-    target.requires_grad_(False)
+    def run_clock(at: int, end: int):  # a call that starts at step `at` of a run whose budget ends at `end`
+        return lambda step, _: wsd(at + step, (at + step) / end)
+
+    opt, done, out = adamw(model, lr, betas=(0.9, 0.95)), 0, {}
+    for b in sorted(budgets):
+        decay_from, end = round(0.9 * b * unit), b * unit
+        train(model, batches[done:decay_from], run_clock(done, end), opt)
+        done = decay_from
+        if b == max(budgets):
+            twin, twin_opt = model, opt
+        else:
+            twin = copy.deepcopy(model)
+            twin_opt = adamw(twin, lr, betas=(0.9, 0.95))
+            twin_opt.load_state_dict(copy.deepcopy(opt.state_dict()))
+        train(twin, batches[decay_from:end], run_clock(decay_from, end), twin_opt)
+        out[b] = twin
+    return out
+
+
+def train_eagle3_stage(name: str, seed: int, batch: int = 8, length: int = 256, units: int = 9,
+                       max_batches: int | None = None):  # fmt: skip
+    """EAGLE-3 (chapter 09) and the experiments its chapter plots, on ONE pass over the training split cut
+    into `units` equal token budgets, every drafter by its chapter's train_* on the same batches (AdamW(0.9,
+    0.95), warmup-stable-decay, see at_budgets). The scaling experiment: EAGLE-1 and EAGLE-3 at 1, 3 and
+    9 units. Two EAGLE-3 ablations at 3 units: last-layer features only, and teacher forcing (one step
+    instead of the training-time test). Only the 9-unit EAGLE-3 ships; the card stores every number."""
+    from specdec_lib.eagle import EagleDrafter, train_eagle
+    from specdec_lib.eagle3 import DRAFT_VOCAB, Eagle3Drafter, draft_vocabulary, token_counts, train_eagle3
+
+    target, tok = frozen_target(name)
     torch.manual_seed(seed)
     counts = token_counts(tok, "train")
     d2t, _ = draft_vocabulary(counts, DRAFT_VOCAB)
     batches = zoo.token_batches(tok, "train", batch, length, max_batches, seed=seed)  # the whole split, once
     unit = len(batches) // units
-    total = unit * units
     texts = validation_greedy_texts(target, tok)
     prompts = [s[:st] for s, st in zip(*texts)]
     lrs = {"eagle": 1e-3, "eagle3": 2e-3}
-    warm = 20
-
-    class Run:  # one model, its optimiser and its schedule
-        def __init__(self, key, model, steps, budget, lr, opt=None):
-            self.key, self.model, self.steps, self.end, self.lr = key, model, steps, budget * unit, lr
-            self.opt = opt or torch.optim.AdamW(
-                model.parameters(), lr=self.lr, betas=(0.9, 0.95), weight_decay=0.0
-            )
-
-        def scale(self, step):
-            decay_from = 0.9 * self.end
-            tail = 1.0 if step < decay_from else 1.0 - 0.9 * (step - decay_from) / (self.end - decay_from)
-            return min(1.0, (step + 1) / warm) * tail
-
-        def branch(self, budget):  # a copy (weights and optimiser state) that decays toward `budget`
-            model = copy.deepcopy(self.model)
-            opt = torch.optim.AdamW(model.parameters(), lr=self.lr, betas=(0.9, 0.95), weight_decay=0.0)
-            opt.load_state_dict(copy.deepcopy(self.opt.state_dict()))
-            return Run(f"{self.key}:{budget}", model, self.steps, budget, self.lr, opt)
-
-    runs = [Run("eagle", EagleDrafter(target), 0, units, lrs["eagle"])]
-    for key, (kw, steps, budget) in EAGLE3_RUNS.items():
-        runs.append(Run(key, Eagle3Drafter(target, d2t, **kw), steps, budget, lrs["eagle3"]))
-    fused = runs[1].model  # its taps and -1 cover every run's inputs
-    results, t0, last = {}, time.time(), {}
-    branch_at = {round(0.9 * b * unit): b for b in (1, 3) if b < units}
     log(
-        f"eagle3: {total} batches of {batch}x{length} tokens, a unit = {unit} batches; draft vocab {len(d2t)}"
+        f"eagle3: {unit * units} batches of {batch}x{length} tokens, a unit = {unit} batches; draft vocab {len(d2t)}"
     )
-    for step, ids in enumerate(batches[:total]):
-        if step in branch_at:
-            runs += [r.branch(branch_at[step]) for r in runs if r.key in ("eagle", "eagle3")]
-        hidden, target_logits = target_inputs(target, fused, ids)  # one frozen-target pass for all
-        for r in runs:
-            if isinstance(r.model, EagleDrafter):
-                loss, per = eagle_loss(r.model, hidden[-1], ids)
-            else:
-                loss, per = eagle3_loss(r.model, hidden, target_logits, ids, r.steps)
-            for g in r.opt.param_groups:
-                g["lr"] = r.lr * r.scale(step)
-            r.opt.zero_grad()
-            loss.backward()
-            r.opt.step()
-            last[r.key] = [round(x, 3) for x in per.tolist()]
-        if step % 50 == 0:
-            log(f"eagle3 step {step}/{total} ({(time.time() - t0) / 60:.1f} min): {last}")
-        for r in [r for r in runs if step + 1 == r.end]:
-            runs.remove(r)
-            last.pop(r.key, None)
-            key = r.key if ":" in r.key else f"{r.key}:{r.end // unit}"
-            results[key] = {
-                "tokens": r.end * batch * length,
-                **eagle_snapshot_eval(r.model, target, texts, prompts),
-            }
-            log(
-                f"{key}: {results[key]['tau_greedy_eagle2_tree']} tau, acc[:, 0] {[a[0] for a in results[key]['acc']]}"
-            )
-            if r.key == "eagle3":
-                final = r.model
-    wall = (time.time() - t0) / 60
-    res = results[f"eagle3:{units}"]
+    # Built first, in this order, so that each one's seeded initial weights do not depend on the training.
+    drafters = {"eagle": EagleDrafter(target)}
+    drafters.update({k: Eagle3Drafter(target, d2t, **kw) for k, (kw, _, _) in EAGLE3_RUNS.items()})
+    scaling = (*[b for b in (1, 3) if b < units], units)  # EAGLE-1 and EAGLE-3: the scaling experiment
+    budgets = {"eagle": scaling, **{k: b or scaling for k, (_, _, b) in EAGLE3_RUNS.items()}}
+
+    def trainer(k, lr):  # (drafter, batches, schedule, optimiser) -> chapter 07's or 09's train_* on them
+        if k == "eagle":
+            return lambda m, b, sch, opt: train_eagle(m, target, b, math.inf, lr, schedule=sch, optimizer=opt)
+        ttt = EAGLE3_RUNS[k][1]
+        return lambda m, b, sch, opt: train_eagle3(
+            m, target, b, math.inf, ttt, lr, schedule=sch, optimizer=opt
+        )
+
+    results, t0 = {}, time.time()
+    for k, m in drafters.items():
+        lr = lrs["eagle" if k == "eagle" else "eagle3"]
+        for b, trained in at_budgets(m, trainer(k, lr), batches, unit, budgets[k], lr).items():
+            results[f"{k}:{b}"] = {"tokens": b * unit * batch * length,
+                                   **eagle_snapshot_eval(trained, target, texts, prompts)}  # fmt: skip
+            log(f"{k}:{b}: tau {results[f'{k}:{b}']['tau_greedy_eagle2_tree']}")
+    final, res = drafters["eagle3"], results[f"eagle3:{units}"]
     card = {
         "role": "eagle3",
         "for_target": f"{name}/target",
         "parameters": sum(p.numel() for p in final.parameters()),
-        "config": {
-            "feature_layers": list(final.feature_layers),
-            "draft_vocab": len(d2t),
-            "ttt_steps": EAGLE3_RUNS["eagle3"][1],
-        },
+        "config": {"feature_layers": list(final.feature_layers)},
+        "draft_vocab": len(d2t),
+        "ttt_steps": EAGLE3_RUNS["eagle3"][1],
         "loss": "sum_s 0.8^s x soft CE against the target's distribution over the draft vocabulary, "
         "positions whose target argmax is outside it masked; training-time test, 6 steps",
-        "schedule": f"AdamW(0.9, 0.95), lr {lrs['eagle3']}, {warm}-step warm-up, constant, linear decay "
+        "schedule": f"AdamW(0.9, 0.95), lr {lrs['eagle3']}, 20-step warm-up, constant, linear decay "
         "to 10% over the last 10% of each budget",
-        "steps": total,
-        "tokens_seen": total * batch * length,
-        "wall_minutes": round(wall, 1),
+        "trainer": "specdec_lib.eagle3.train_eagle3",
+        "steps": unit * units,
+        "tokens_seen": unit * units * batch * length,
+        "wall_minutes": round((time.time() - t0) / 60, 1),
         "seed": seed,
         "draft_vocabulary": {
             "rule": "the most frequent tokens of the training split",
@@ -629,90 +605,54 @@ def train_eagle3_stage(
             "unit_tokens": unit * batch * length,
             "results": results,
         },
-        "last_train": last,
         "torch": torch.__version__,
     }
     zoo.save_weights(final, "eagle3", card, preset=name)
-    log(f"eagle3 saved under {zoo.ZOO_DIR / name} ({wall:.1f} min); tau {res['tau_greedy_eagle2_tree']}")
+    log(f"eagle3 saved under {zoo.ZOO_DIR / name}; tau {res['tau_greedy_eagle2_tree']}")
 
 
 # ------------------------------------------------------------------------- DFlash (chapter 10)
-def budgeted(batches, opt, lr: float, minutes: float, warm: int = 20):
-    """Yield (step, batch) until `minutes` have passed, setting opt's learning rate before each step: a
-    linear warm-up over `warm` steps, constant, then a linear decay to 10% over the last 20% of the time."""
-    t0, budget = time.time(), minutes * 60
-    for step, ids in enumerate(batches):
-        frac = (time.time() - t0) / budget
-        if frac >= 1:
-            return
-        scale = min(1.0, (step + 1) / warm) * (1.0 if frac < 0.8 else 1.0 - 0.9 * (frac - 0.8) / 0.2)
-        for g in opt.param_groups:
-            g["lr"] = lr * scale
-        yield step, ids
-
-
-def train_dflash_stage(
-    name: str, minutes: float, seed: int, batch: int = 8, length: int = 256, block_size: int = 16,
-    anchors: int = 32, gamma: float = 7.0, lr: float = 1e-3, layers: int = 2, passes: int = 2,
-    max_batches: int | None = None,
-):  # fmt: skip
-    """DFlash's drafter (chapter 10) on the frozen target, SpecForge's recipe at our scale: `anchors`
-    random blocks of `block_size` per sequence, the training mask, position-decayed soft CE (gamma 7).
-    Time-budgeted over at most `passes` passes of the training split (fresh anchors each pass); AdamW,
-    warm-up, constant, then linear decay to 10% over the last 20% of the budget (by elapsed time). The
-    card holds the held-out recall per block position and tau at block sizes 4, 8 and 16."""
-    from specdec_lib import speculative as spec
-    from specdec_lib.dflash import (
-        DFlashDrafter,
-        DFlashProposer,
-        block_recall,
-        dflash_loss,
-        sample_anchors,
-        target_inputs,
-    )
+def mask_token(tok) -> int:
+    """The id that stands for MASK: the rarest non-special token of the training split (ties: the lowest
+    id). The drafter has no embedding of its own, so MASK is an existing id of the target's vocabulary."""
     from specdec_lib.eagle3 import token_counts
 
-    target, _, tok = zoo.load_pair(name, device="cpu")
-    target.requires_grad_(False)
-    torch.manual_seed(seed)
-    gen = torch.Generator().manual_seed(seed)
     counts = token_counts(tok, "train")
     counts[tok.all_special_ids] = counts.max() + 1  # never EOS: it also occurs in the context
-    mask_id = int(counts.argmin())  # the rarest training token (ties: the lowest id) stands for MASK
-    drafter = DFlashDrafter(target, layers, mask_token_id=mask_id)
+    return int(counts.argmin())
+
+
+def train_dflash_stage(name: str, seed: int, steps: int = 2863, minutes: float = 40, batch: int = 8,
+                       length: int = 256, block_size: int = 16, anchors: int = 32, gamma: float = 7.0,
+                       lr: float = 1e-3, layers: int = 2, passes: int = 2, max_batches: int | None = None):  # fmt: skip
+    """DFlash's drafter (chapter 10) by chapter 10's train_dflash on the frozen target, SpecForge's recipe at
+    our scale: `anchors` random blocks of `block_size` per sequence, the training mask, position-decayed
+    soft CE (gamma 7). At most `passes` passes of the training split (fresh anchors each pass); AdamW(0.9,
+    0.95), warmup-stable-decay (20-step warm-up, linear decay to 10% over the last 20%) over `steps` or
+    `minutes`. The card holds the held-out recall per block position and tau at block sizes 4, 8 and 16."""
+    from specdec_lib import speculative as spec
+    from specdec_lib.dflash import DFlashDrafter, DFlashProposer, block_recall, train_dflash
+
+    target, tok = frozen_target(name)
+    torch.manual_seed(seed)
+    config = {"layers": layers, "mask_token_id": mask_token(tok)}
+    drafter = DFlashDrafter(target, **config)
+    config["feature_layers"] = list(drafter.feature_layers)  # the course's taps for this target
     batches = zoo.token_batches(tok, "train", batch, length, max_batches, seed=seed) * passes
-    opt = torch.optim.AdamW(drafter.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
-    warm = 20
     log(f"dflash: up to {len(batches)} batches of {batch}x{length}, {anchors} blocks of {block_size} each; "
-        f"budget {minutes} min; mask token {mask_id} (count {int(counts[mask_id])})")  # fmt: skip
-    t0, step, curve = time.time(), 0, []
-    drafter.train()
-    for step, ids in budgeted(batches, opt, lr, minutes, warm):
-        a = sample_anchors(length, block_size, anchors, batch, gen)
-        loss, per = dflash_loss(drafter, *target_inputs(target, drafter, ids), ids, a, block_size, gamma)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        if step % 50 == 0:
-            curve.append({"step": step, "minutes": round((time.time() - t0) / 60, 2),
-                          "ce_by_row": [round(x, 3) for x in per.tolist()]})  # fmt: skip
-            log(f"dflash step {step} ({curve[-1]['minutes']} min): loss {float(loss.detach()):.3f}, "
-                f"rows 1/4/8/15 {[curve[-1]['ce_by_row'][k] for k in (0, 3, 7, block_size - 2)]}")  # fmt: skip
-    steps, wall = step, (time.time() - t0) / 60
-    drafter.eval()
+        f"{steps} steps or {minutes} min; config {config}")  # fmt: skip
+    t0, schedule = time.time(), WarmupStableDecay(warmup=20, decay=0.2, floor=0.1)
+    history = train_dflash(drafter, target, batches, minutes * 60, block_size, anchors, gamma, lr,
+                           generator=torch.Generator().manual_seed(seed), max_steps=steps, schedule=schedule,
+                           betas=(0.9, 0.95), log_every=100)  # fmt: skip
     val = zoo.token_batches(tok, "validation", batch, length, max_batches=20, seed=seed)
     recall = block_recall(drafter, target, val, block_size, 16, (1, 16), torch.Generator().manual_seed(1))
-    log(
-        f"dflash recall top-1 {[round(x, 3) for x in recall[0].tolist()]}, top-16 {[round(x, 3) for x in recall[1].tolist()]}"
-    )
+    log(f"dflash recall top-1 {[round(x, 3) for x in recall[0].tolist()]}")
     texts, starts = validation_greedy_texts(target, tok)
     taus = {}
     for B in (4, 8, 16):
-        runs = [
-            spec.generate(target, s[:st], 64, DFlashProposer(drafter, B)).stats
-            for s, st in zip(texts, starts)
-        ]
-        pooled = spec.Stats.pool(runs)
+        pooled = spec.Stats.pool([spec.generate(target, s[:st], 64, DFlashProposer(drafter, B)).stats
+                                  for s, st in zip(texts, starts)])  # fmt: skip
         taus[str(B)] = {"tau": round(pooled.tau, 4),
                         "acceptance_by_position": [round(float(x), 4) for x in pooled.acceptance_by_position()]}  # fmt: skip
         log(f"dflash B={B}: tau {taus[str(B)]['tau']}")
@@ -720,22 +660,22 @@ def train_dflash_stage(
         "role": "dflash",
         "for_target": f"{name}/target",
         "parameters": sum(p.numel() for p in drafter.parameters()),
-        "config": {
-            "layers": layers,
-            "feature_layers": list(drafter.feature_layers),
-            "mask_token_id": mask_id,
-            "block_size": block_size,
-        },  # fmt: skip
-        "mask_token": "the rarest non-special token of the training split (ties: lowest id); the drafter has no embedding "
-        "of its own, so MASK is an existing id of the target's vocabulary",
+        "config": config,
+        "block_size": block_size,
+        "mask_token": "the rarest non-special token of the training split (ties: lowest id); the drafter has no "
+        "embedding of its own, so MASK is an existing id of the target's vocabulary",
         "loss": f"sum_k w_k CE_k / sum_k w_k, w_k = exp(-(k-1)/{gamma}), soft CE against the frozen target's "
         f"distribution of the token at anchor + k; {anchors} random anchors per sequence of {length}",
-        "schedule": f"AdamW(0.9, 0.95), lr {lr}, {warm}-step warm-up, constant, linear decay to 10% over the last "
-        "20% of the time budget",
-        "steps": steps,
-        "tokens_seen": steps * batch * length,
-        "blocks_seen": steps * batch * anchors,
-        "wall_minutes": round(wall, 1),
+        **trained_for(
+            history,
+            batch,
+            length,
+            t0,
+            lr=lr,
+            trainer="specdec_lib.dflash.train_dflash",
+            schedule=f"AdamW(0.9, 0.95), {schedule}",
+        ),  # fmt: skip
+        "blocks_seen": len(history) * batch * anchors,
         "seed": seed,
         "recall": {
             "how": "20 validation batches of 8x256, 16 random anchors each; row k hits when the target's greedy "
@@ -747,79 +687,55 @@ def train_dflash_stage(
             "how": "greedy, 64 new tokens after each of 30 validation prompts (last 64 tokens)",
             **taus,
         },
-        "curve": curve,
+        "curve": curve_of(history),
         "torch": torch.__version__,
     }
     zoo.save_weights(drafter, "dflash", card, preset=name)
-    log(f"dflash saved under {zoo.ZOO_DIR / name} ({wall:.1f} min of training)")
 
 
 # ----------------------------------------------------------------------- DFlash 2 (chapter 11)
-def train_dflash2_stage(
-    name: str, minutes: float, seed: int, batch: int = 8, length: int = 256, block_size: int = 16,
-    anchors: int = 32, gamma: float = 7.0, lr: float = 2e-3, selector_share: float = 0.25,
-    max_batches: int | None = None,
-):  # fmt: skip
+def train_dflash2_stage(name: str, seed: int, steps: dict | None = None, minutes: float = 30, batch: int = 8,
+                        length: int = 256, block_size: int = 16, anchors: int = 32, gamma: float = 7.0,
+                        lr: float = 2e-3, max_batches: int | None = None):  # fmt: skip
     """DFlash 2's two parts on chapter 10's DFlash drafter, which stays FROZEN, so that every variant of
-    the ablation shares one backbone and differs only in the parts it adds. Two runs: (1) mixers and
-    selector together (the selector is a head on the mixed backbone: its loss does not reach the mixers),
-    (1 - selector_share) of the budget; (2) a selector alone on the plain backbone, the rest. Card: per
-    variant (dflash, selector, mixing, both) tau and acceptance at B = 16 on the validation prompts,
+    the ablation shares one backbone and differs only in the parts it adds; both runs by chapter 11's
+    train_dflash2 (AdamW(0.9, 0.95), warmup-stable-decay over `steps[run]` steps or its share of
+    `minutes`). Two runs: "mixed", mixers and selector together (the selector is a head on the mixed
+    backbone: its loss does not reach the mixers); "plain", a selector alone on the plain backbone. Card:
+    per variant (dflash, selector, mixing, both) tau and acceptance at B = 16 on the validation prompts,
     top-1 recall per row (the selector's top-1 = its walk's teacher-forced pick), candidate recall; the
     oracle ceiling: tau when the target's token is picked whenever it is among the 16 candidates."""
     from types import SimpleNamespace
 
     from specdec_lib import speculative as spec
-    from specdec_lib.dflash import load_dflash, sample_anchors, target_inputs
+    from specdec_lib.dflash import load_dflash
     from specdec_lib.dflash2 import (
         DFlash2Drafter,
         DFlash2Proposer,
         OracleProposer,
-        dflash2_loss,
         selector_recall,
+        train_dflash2,
     )
 
-    target, _, tok = zoo.load_pair(name, device="cpu")
-    target.requires_grad_(False)
+    steps = steps or {"mixed": 499, "plain": 283}
+    target, tok = frozen_target(name)
     base, base_card = load_dflash(target, name)
     base.requires_grad_(False)
     torch.manual_seed(seed)
-    gen = torch.Generator().manual_seed(seed)
-    rank, top_k = 64, 16
+    gen = torch.Generator().manual_seed(seed)  # one anchor stream, through both runs in turn
+    config = {"rank": 64, "top_k": 16}
     runs = {
-        "mixed": DFlash2Drafter.from_dflash(target, base, mixing=True, rank=rank, top_k=top_k),
-        "plain": DFlash2Drafter.from_dflash(target, base, mixing=False, rank=rank, top_k=top_k),
+        "mixed": DFlash2Drafter.from_dflash(target, base, mixing=True, **config),
+        "plain": DFlash2Drafter.from_dflash(target, base, mixing=False, **config),
     }
-    budgets = {"mixed": minutes * (1 - selector_share), "plain": minutes * selector_share}
-    curves, steps = {}, {}
+    schedule, curves, done = WarmupStableDecay(warmup=20, decay=0.2, floor=0.1), {}, {}
     for run, drafter in runs.items():
-        for p in drafter.backbone():
-            p.requires_grad_(False)
-        params = [p for p in drafter.parameters() if p.requires_grad]
-        opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
         batches = zoo.token_batches(tok, "train", batch, length, max_batches, seed=seed + 1)
-        t0, curve = time.time(), []
-        log(
-            f"dflash2 {run}: {sum(p.numel() for p in params)} trainable parameters, budget {budgets[run]:.1f} min"
-        )
-        drafter.train()
-        step = 0
-        for step, ids in budgeted(batches, opt, lr, budgets[run]):
-            a = sample_anchors(length, block_size, anchors, batch, gen)
-            loss, per = dflash2_loss(drafter, *target_inputs(target, drafter, ids), ids, a, block_size, gamma)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            if step % 50 == 0:
-                rows = block_size - 1
-                curve.append({"step": step, "minutes": round((time.time() - t0) / 60, 2),
-                              "ce_by_row": [round(x, 3) for x in per[:rows].tolist()],
-                              "selector_ce_by_row": [round(x, 3) for x in per[rows:].tolist()]})  # fmt: skip
-                log(f"dflash2 {run} step {step} ({curve[-1]['minutes']} min): loss {float(loss.detach()):.3f}, "
-                    f"rows 1/4/8/15 CE {[curve[-1]['ce_by_row'][k] for k in (0, 3, 7, 14)]}, selector "
-                    f"{[curve[-1]['selector_ce_by_row'][k] for k in (0, 3, 7, 14)]}")  # fmt: skip
-        drafter.eval()
-        curves[run], steps[run] = curve, step
+        share = minutes * steps[run] / sum(steps.values())
+        log(f"dflash2 {run}: {steps[run]} steps or {share:.1f} min")
+        history = train_dflash2(drafter, target, batches, share * 60, block_size, anchors, gamma, lr, generator=gen,
+                                max_steps=steps[run], schedule=schedule, betas=(0.9, 0.95), log_every=50)  # fmt: skip
+        curves[run], done[run] = curve_of(history), len(history)
     variants = {
         "dflash": DFlash2Drafter.from_dflash(target, base, mixing=False, selector=False),
         "selector": runs["plain"],
@@ -832,9 +748,8 @@ def train_dflash2_stage(
     ablation = {}
     for v, drafter in variants.items():
         recall = selector_recall(drafter, target, val, block_size, 16, torch.Generator().manual_seed(1))
-        runs_v = [spec.generate(target, s[:st], 64, DFlash2Proposer(drafter, block_size)).stats
-                  for s, st in zip(texts, starts)]  # fmt: skip
-        pooled = spec.Stats.pool(runs_v)
+        pooled = spec.Stats.pool([spec.generate(target, s[:st], 64, DFlash2Proposer(drafter, block_size)).stats
+                                  for s, st in zip(texts, starts)])  # fmt: skip
         ablation[v] = {"tau": round(pooled.tau, 4),
                        "acceptance_by_position": [round(float(x), 4) if x == x else None  # nan: never reached
                                                   for x in pooled.acceptance_by_position()],
@@ -855,15 +770,17 @@ def train_dflash2_stage(
         "parameters": {
             run: sum(v.numel() for k, v in state.items() if k.startswith(run + ".")) for run in runs
         },
-        "config": {"rank": rank, "top_k": top_k, "group_size": 16, "block_size": block_size},
+        "config": config,
+        "group_size": runs["mixed"].layers[0].attention_conv.group_size,
+        "block_size": block_size,
         "loss": f"DFlash's decay-weighted soft CE (gamma {gamma}; trains the mixers) + the selector's loss: soft CE "
         "over each row's top-16 candidates against the target's distribution renormalised to them, the "
         "predecessor teacher-forced (the text's token), rows whose list misses the target's top token "
         "excluded, the same row weights; the selector reads the drafter's outputs detached",
         "runs": {"mixed": "mixers + selector together", "plain": "a selector alone on the plain backbone"},
-        "schedule": f"AdamW(0.9, 0.95), lr {lr}, 20-step warm-up, constant, linear decay to 10% over the last 20% "
-        f"of each run's budget; budgets {budgets} minutes",
-        "steps": steps,
+        "schedule": f"AdamW(0.9, 0.95), lr {lr}, {schedule}, over each run's steps",
+        "trainer": "specdec_lib.dflash2.train_dflash2",
+        "steps": done,
         "seed": seed,
         "ablation": {
             "how": "tau: greedy, block 16, 64 new tokens after each of 30 validation prompts (last 64 tokens); "
@@ -875,16 +792,138 @@ def train_dflash2_stage(
         "torch": torch.__version__,
     }
     zoo.save_weights(SimpleNamespace(state_dict=lambda: state), "dflash2", card, preset=name)
-    log(f"dflash2 saved under {zoo.ZOO_DIR / name}")
 
 
-# ------------------------------------------------------------------- the stages the registry names
-STAGES = {  # `--stage NAME` -> its trainer, in the order `--stage all` runs them after the target and draft
-    "heads": lambda a: train_heads(a.name, a.heads_minutes, a.seed),
-    "eagle": lambda a: train_eagle_stage(a.name, a.eagle_minutes, a.seed),
-    "eagle3": lambda a: train_eagle3_stage(a.name, a.seed, max_batches=a.max_batches),
-    "dflash": lambda a: train_dflash_stage(a.name, a.dflash_minutes, a.seed, max_batches=a.max_batches),
-    "dflash2": lambda a: train_dflash2_stage(a.name, a.dflash2_minutes, a.seed, max_batches=a.max_batches),
+# ---------------------------------------------------------------- the corpus, the target and the draft
+def write_prompts(args) -> None:
+    """Held-out prompts from the validation and test files -> specdec_lib/data/prompts.json."""
+    prompts = {s: cut_prompts(s) for s in ("validation", "test")}
+    rule = ("20 lines before and including a one-line def/class signature, ending at its colon, at most 800 "
+            "chars; three per file; fixed shuffle")  # fmt: skip
+    zoo.PROMPTS_FILE.write_text(
+        json.dumps({"rule": rule, "python": platform.python_version(), **prompts}, indent=0) + "\n"
+    )
+    log({k: len(v) for k, v in prompts.items()})
+
+
+def common_card(args) -> dict:
+    return {
+        "corpus": f"CPython {platform.python_version()} standard library *.py without tests; split {zoo.SPLIT_RULE}",
+        "seed": args.seed,
+        "torch": torch.__version__,
+        "device": "cpu",
+        "torch_threads": torch.get_num_threads(),
+    }
+
+
+TARGET = {"hidden": 256, "layers": 6, "heads": 4, "intermediate": 688}  # the target's architecture
+DRAFT = {**TARGET, "layers": 1}  # the draft: one layer of the same width
+
+
+def build_llama(config: dict, args, eos: int):
+    return llama(args.vocab, config["hidden"], config["layers"], config["heads"], config["intermediate"],
+                 args.ctx, eos)  # fmt: skip
+
+
+def train_target(args) -> None:
+    """A byte-level BPE tokenizer on the train files, and the target: a small Llama pretrained on them ->
+    models/<name>/target/ (fp16 weights, evaluated as they ship)."""
+    out = zoo.ZOO_DIR / args.name
+    tok = train_tokenizer(args.vocab)
+    train_seqs, train_bytes = encode_split(tok, "train")
+    val = encode_split(tok, "validation")
+    data = torch.cat(train_seqs)
+    log(
+        f"train: {len(train_seqs)} files, {train_bytes} bytes, {len(data)} tokens; validation: {val[1]} bytes"
+    )
+    torch.manual_seed(args.seed)
+    target = build_llama(TARGET, args, tok.eos_token_id)
+    rec = pretrain(target, data, args.target_steps, 8, args.ctx, 2e-3, args.target_minutes, args.seed, val=val,
+                   compile=not args.no_compile, name="target")  # fmt: skip
+    save(target, tok, out / "target", {})
+    target = reload(out / "target")  # evaluate exactly what ships (fp16-rounded weights)
+    ev = evaluate(target, *val, args.ctx)
+    card = {
+        "role": "target",
+        "architecture": "LlamaForCausalLM",
+        "parameters": sum(p.numel() for p in target.parameters()),
+        "config": {**TARGET, "context": args.ctx, "vocab": args.vocab},
+        **common_card(args),
+        **rec,
+        "validation": {
+            "loss_per_token": round(ev["loss"], 4),
+            "bits_per_byte": round(ev["bpb"], 4),
+            "tokens": ev["tokens"],
+            "bytes": val[1],
+        },  # fmt: skip
+        "train_bytes": train_bytes,
+        "train_tokens_in_corpus": len(data),
+    }
+    save(target, tok, out / "target", card)
+
+
+def draft_tournament(args) -> None:
+    """Two draft recipes, same architecture and budget: trained on data, and distilled from the target
+    (forward KL). The one whose greedy agreement with the target on 50 validation prompts is higher is
+    kept -> models/<name>/draft/."""
+    import shutil
+
+    out = zoo.ZOO_DIR / args.name
+    target, tok = frozen_target(args.name)
+    data = torch.cat(encode_split(tok, "train")[0])
+    val = encode_split(tok, "validation")
+    prompts = zoo.heldout_prompts(50, split="validation")
+    candidates = {}
+    for recipe in ("data", "distilled"):
+        torch.manual_seed(args.seed + 1)
+        draft = build_llama(DRAFT, args, tok.eos_token_id)
+        draft.model.embed_tokens.weight.data.copy_(target.model.embed_tokens.weight.data)  # a head start
+        r = pretrain(draft, data, args.draft_steps, 8, args.ctx, 2e-3, args.draft_minutes, args.seed + 1,
+                     teacher=target if recipe == "distilled" else None, compile=not args.no_compile,
+                     name=f"draft-{recipe}")  # fmt: skip
+        save(draft, tok, out / f"draft-{recipe}", {})
+        draft = reload(out / f"draft-{recipe}")
+        alpha = greedy_agreement(target, draft, tok, prompts)
+        log(f"draft-{recipe}: greedy agreement on 50 validation prompts = {alpha:.3f}")
+        candidates[recipe] = (alpha, draft, r)
+    best = max(candidates, key=lambda k: candidates[k][0])
+    alpha, draft, r = candidates[best]
+    test_alpha = greedy_agreement(target, draft, tok, zoo.heldout_prompts(50, split="test"))
+    ev = evaluate(draft, *val, args.ctx)
+    card = {
+        "role": "draft",
+        "architecture": "LlamaForCausalLM",
+        "recipe": best,
+        "parameters": sum(p.numel() for p in draft.parameters()),
+        "config": {**DRAFT, "context": args.ctx, "vocab": args.vocab},
+        "why": "trained on data and distilled from the target (forward KL), same budget; kept the one "
+        "with the higher greedy agreement with the target on 50 validation prompts",
+        "greedy_agreement_validation": {k: round(v[0], 4) for k, v in candidates.items()},
+        "greedy_agreement_test_50_prompts": round(test_alpha, 4),
+        **common_card(args),
+        **r,
+        "validation": {"loss_per_token": round(ev["loss"], 4), "bits_per_byte": round(ev["bpb"], 4)},
+    }
+    for recipe in candidates:
+        shutil.rmtree(out / f"draft-{recipe}")
+    save(draft, tok, out / "draft", card)
+    log(f"kept the {best} draft; greedy agreement on 50 test prompts = {test_alpha:.3f}")
+
+
+# ------------------------------------------------------------------------------ the table of stages
+# `--stage all` runs them in this order; each reads what the stages above it wrote. The proposer stages are
+# the ones the registry names (methods.register(..., zoo_stage=...)): check_stages keeps the two in step.
+BASE = {
+    "prompts": write_prompts,
+    "target": train_target,
+    "draft": draft_tournament,
+}
+STAGES = {  # `--stage NAME` -> its trainer (chapter: what it trains)
+    "heads": lambda a: train_heads(a.name, a.seed, max_batches=a.max_batches or 4000),  # 05-06: Medusa, MTP
+    "eagle": lambda a: train_eagle_stage(a.name, a.seed, max_batches=a.max_batches or 6000),  # 07-08: EAGLE
+    "eagle3": lambda a: train_eagle3_stage(a.name, a.seed, max_batches=a.max_batches),  # 09: EAGLE-3, scaling
+    "dflash": lambda a: train_dflash_stage(a.name, a.seed, max_batches=a.max_batches),  # 10: DFlash
+    "dflash2": lambda a: train_dflash2_stage(a.name, a.seed, max_batches=a.max_batches),  # 11: DFlash 2
 }
 
 
@@ -902,20 +941,27 @@ def check_stages() -> None:
 
 
 def run_stage(stage: str, args) -> None:
-    """Run one stage, then check that it wrote every weight its registered methods load."""
+    """Run one stage; for a proposer stage, check that it wrote every weight its registered methods load."""
     from specdec_lib.methods import zoo_stages
 
+    t0 = time.time()
+    log(f"stage {stage}")
+    if stage in BASE:
+        return BASE[stage](args)
     STAGES[stage](args)
     absent = [
         w for w in zoo_stages()[stage] if not (zoo.ZOO_DIR / args.name / w / "model.safetensors").exists()
     ]
     if absent:
         raise SystemExit(f"stage {stage} did not write the weights {absent} that registered methods load")
+    log(f"stage {stage} done in {(time.time() - t0) / 60:.1f} min")
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--name", default="tiny-code")
+    ap.add_argument("--stage", choices=["all", *BASE, *STAGES], default="all",
+                    help="one stage of the table (default: all of them, in order)")  # fmt: skip
     ap.add_argument("--vocab", type=int, default=4096)
     ap.add_argument("--ctx", type=int, default=512)
     ap.add_argument("--target-minutes", type=float, default=60)
@@ -926,169 +972,16 @@ def main(argv=None):
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: leave torch's default)")
     ap.add_argument(
-        "--stage",
-        choices=["all", *STAGES],
-        default="all",
-        help="heads: only the ch05-06 heads; eagle: only the ch07-08 drafters; eagle3: chapter 09's "
-        "drafter and its experiments (one pass over the training split, ~50 min on 2 cores); dflash: "
-        "chapter 10's drafter (--dflash-minutes); dflash2: chapter 11's mixers and selectors on the frozen "
-        "DFlash drafter, and the ablation (--dflash2-minutes)",
+        "--max-batches", type=int, default=None, help="proposer stages: fewer batches (smoke tests)"
     )
-    ap.add_argument("--max-batches", type=int, default=None, help="eagle3: cut the pass short (smoke tests)")
-    ap.add_argument("--dflash-minutes", type=float, default=28, help="DFlash's drafter (chapter 10)")
-    ap.add_argument("--dflash2-minutes", type=float, default=20, help="DFlash 2's parts (chapter 11)")
-    ap.add_argument("--heads-minutes", type=float, default=24, help="Medusa + both MTP variants, together")
-    ap.add_argument("--eagle-minutes", type=float, default=15, help="EAGLE + its two ablations, together")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     check_stages()
-    if args.stage != "all":
-        return run_stage(args.stage, args)
     t_all = time.time()
-    out = zoo.ZOO_DIR / args.name
-    common = {
-        "corpus": f"CPython {platform.python_version()} standard library *.py without tests; "
-        f"split {zoo.SPLIT_RULE}",
-        "seed": args.seed,
-        "torch": torch.__version__,
-        "device": "cpu",
-        "torch_threads": torch.get_num_threads(),
-    }
-
-    log("prompts")
-    prompts = {s: cut_prompts(s) for s in ("validation", "test")}
-    zoo.PROMPTS_FILE.write_text(
-        json.dumps(
-            {
-                "rule": "20 lines before and including a one-line def/class "
-                "signature, ending at its colon, at most 800 chars; three per file; fixed shuffle",
-                "python": platform.python_version(),
-                **prompts,
-            },
-            indent=0,
-        )
-        + "\n"
-    )
-    log({k: len(v) for k, v in prompts.items()})
-
-    log("tokenizer")
-    tok = train_tokenizer(args.vocab)
-    eos = tok.eos_token_id
-    train_seqs, train_bytes = encode_split(tok, "train")
-    val = encode_split(tok, "validation")
-    data = torch.cat(train_seqs)
-    log(
-        f"train: {len(train_seqs)} files, {train_bytes} bytes, {len(data)} tokens "
-        f"({train_bytes / len(data):.2f} bytes/token); validation: {len(val[0])} files, {val[1]} bytes"
-    )
-
-    torch.manual_seed(args.seed)
-    target = llama(args.vocab, d=256, layers=6, heads=4, inter=688, ctx=args.ctx, eos=eos)
-    n_params = sum(p.numel() for p in target.parameters())
-    log(f"target: {n_params / 1e6:.2f}M parameters")
-    rec = train_lm(
-        target,
-        data,
-        args.target_steps,
-        8,
-        args.ctx,
-        2e-3,
-        args.target_minutes * 60,
-        args.seed,
-        val=val,
-        compile=not args.no_compile,
-        name="target",
-    )
-    save(target, tok, out / "target", {})
-    target = reload(out / "target")  # evaluate exactly what ships (fp16-rounded weights)
-    ev = evaluate(target, *val, args.ctx)
-    log("target validation", ev)
-    card = {
-        "role": "target",
-        "architecture": "LlamaForCausalLM",
-        "parameters": n_params,
-        "config": {
-            "hidden": 256,
-            "layers": 6,
-            "heads": 4,
-            "intermediate": 688,
-            "context": args.ctx,
-            "vocab": args.vocab,
-        },
-        **common,
-        **rec,
-        "validation": {
-            "loss_per_token": round(ev["loss"], 4),
-            "bits_per_byte": round(ev["bpb"], 4),
-            "tokens": ev["tokens"],
-            "bytes": val[1],
-        },
-        "train_bytes": train_bytes,
-        "train_tokens_in_corpus": len(data),
-    }
-    save(target, tok, out / "target", card)
-    target.requires_grad_(False)
-
-    # Two draft recipes, same architecture and budget; keep the one the target agrees with more.
-    sel_prompts = [p["text"] for p in prompts["validation"][:50]]
-    candidates = {}
-    for recipe in ("data", "distilled"):
-        torch.manual_seed(args.seed + 1)
-        draft = llama(args.vocab, d=256, layers=1, heads=4, inter=688, ctx=args.ctx, eos=eos)
-        draft.model.embed_tokens.weight.data.copy_(target.model.embed_tokens.weight.data)  # a head start
-        r = train_lm(
-            draft,
-            data,
-            args.draft_steps,
-            8,
-            args.ctx,
-            2e-3,
-            args.draft_minutes * 60,
-            args.seed + 1,
-            teacher=target if recipe == "distilled" else None,
-            compile=not args.no_compile,
-            name=f"draft-{recipe}",
-        )
-        save(draft, tok, out / f"draft-{recipe}", {})
-        draft = reload(out / f"draft-{recipe}")
-        alpha = greedy_agreement(target, draft, tok, sel_prompts)
-        log(f"draft-{recipe}: greedy agreement on 50 validation prompts = {alpha:.3f}")
-        candidates[recipe] = (alpha, draft, r)
-    best = max(candidates, key=lambda k: candidates[k][0])
-    alpha, draft, r = candidates[best]
-    test_alpha = greedy_agreement(target, draft, tok, [p["text"] for p in prompts["test"][:50]])
-    ev = evaluate(draft, *val, args.ctx)
-    card = {
-        "role": "draft",
-        "architecture": "LlamaForCausalLM",
-        "recipe": best,
-        "parameters": sum(p.numel() for p in draft.parameters()),
-        "config": {
-            "hidden": 256,
-            "layers": 1,
-            "heads": 4,
-            "intermediate": 688,
-            "context": args.ctx,
-            "vocab": args.vocab,
-        },
-        "why": "trained on data and distilled from the target (forward KL), same budget; kept the one "
-        "with the higher greedy agreement with the target on 50 validation prompts",
-        "greedy_agreement_validation": {k: round(v[0], 4) for k, v in candidates.items()},
-        "greedy_agreement_test_50_prompts": round(test_alpha, 4),
-        **common,
-        **r,
-        "validation": {"loss_per_token": round(ev["loss"], 4), "bits_per_byte": round(ev["bpb"], 4)},
-    }
-    import shutil
-
-    for recipe in candidates:
-        shutil.rmtree(out / f"draft-{recipe}")
-    save(draft, tok, out / "draft", card)
-    log(f"kept the {best} draft; greedy agreement on 50 test prompts = {test_alpha:.3f}")
-    for stage in STAGES:
+    for stage in [*BASE, *STAGES] if args.stage == "all" else [args.stage]:
         run_stage(stage, args)
-    log(f"zoo done in {(time.time() - t_all) / 60:.1f} min")
+    log(f"done in {(time.time() - t_all) / 60:.1f} min")
 
 
 if __name__ == "__main__":

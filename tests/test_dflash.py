@@ -231,6 +231,6 @@ def test_zoo_drafter_is_greedy_exact_and_its_card_holds_the_recall():
         assert out.tokens == generate_ar(target, ids, 24)
     card = dflash.load_dflash(target)[1]
     top1, top16 = card["recall"]["top1"], card["recall"]["top16"]
-    assert len(top1) == len(top16) == card["config"]["block_size"] - 1
+    assert len(top1) == len(top16) == card["block_size"] - 1
     assert all(0 <= a <= b <= 1 for a, b in zip(top1, top16, strict=True))
     assert card["config"]["mask_token_id"] not in tok.all_special_ids
