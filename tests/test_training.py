@@ -71,3 +71,19 @@ def test_every_budget_of_one_branched_run_is_the_run_that_stops_there():
         alone = at_budgets(_model(), train, xs, unit=10, budgets=(b,), lr=0.05)[b]
         assert torch.equal(branched[b].weight, alone.weight), b
     assert not torch.equal(branched[1].weight, branched[3].weight)  # the budgets are different drafters
+
+
+def test_pretraining_runs_on_the_same_loop_and_records_where_it_stopped():
+    from specdec_lib.zoo_train import llama, pretrain
+
+    torch.manual_seed(0)
+    model = llama(vocab=64, d=32, layers=1, heads=2, inter=64, ctx=16, eos=0)
+    before = model.model.layers[0].mlp.up_proj.weight.clone()
+    data = torch.randint(1, 64, (500,), generator=torch.Generator().manual_seed(0))
+    teacher = llama(vocab=64, d=32, layers=1, heads=2, inter=64, ctx=16, eos=0).eval()
+    for t in (None, teacher):  # from data, and distilled
+        record = pretrain(model, data, steps=3, batch=2, ctx=16, lr=1e-3, minutes=5, seed=0, teacher=t,
+                          compile=False)  # fmt: skip
+        assert record["steps"] == 3 and record["tokens_seen"] == 3 * 2 * 16
+        assert record["curve"][0]["step"] == 0 and "Cosine" in record["schedule"]
+    assert not torch.equal(before, model.model.layers[0].mlp.up_proj.weight)
