@@ -254,9 +254,16 @@ def frozen_target(name: str):
     return target.requires_grad_(False), tok
 
 
-def trained_for(history, batch: int, length: int, t0: float, **recipe) -> dict:
-    """The part of a card every proposer stage writes the same way: its recipe and how far it got."""
+def card_of(name: str, role: str, module, config: dict, train, history, batch: int, length: int, t0: float,
+            **recipe) -> dict:  # fmt: skip
+    """The fields every proposer's card starts with: what it is, its constructor's `config`, the chapter's
+    `train` function that trained it, its recipe, and how far it got (`history`: the loop's loss log)."""
     return {
+        "role": role,
+        "for_target": f"{name}/target",
+        "parameters": sum(p.numel() for p in module.parameters()),
+        "config": config,
+        "trainer": f"{train.__module__}.{train.__name__}",
         **recipe,
         "steps": len(history),
         "tokens_seen": len(history) * batch * length,
@@ -311,20 +318,10 @@ def train_heads(name: str, seed: int, steps: int = 484, minutes: float = 30, bat
                         "top_i": [[round(float(x), 4) for x in row] for row in acc]}  # fmt: skip
         else:
             accuracy = {"top1": [round(float(a), 4) for a in depth_accuracy(m, target, val)]}
+        head = card_of(name, k, m, config, train, history, batch, length, t0, lr=lr,
+                       schedule="AdamW, Cosine(20, 0.1)")  # fmt: skip
         card = {
-            "role": k,
-            "for_target": f"{name}/target",
-            "parameters": sum(p.numel() for p in m.parameters()),
-            "config": config,
-            **trained_for(
-                history,
-                batch,
-                length,
-                t0,
-                lr=lr,
-                schedule="AdamW, Cosine(20, 0.1)",
-                trainer=f"{train.__module__}.{train.__name__}",
-            ),  # fmt: skip
+            **head,
             "seed": seed,
             "validation_tokens_per_depth": "40 batches of 8x256 validation tokens, teacher-forced",
             "validation_accuracy": accuracy,
@@ -401,21 +398,11 @@ def train_eagle_stage(name: str, seed: int, steps: int = 1565, minutes: float = 
                 count += guess.shape[0] * guess.shape[1]
                 reg, ce = reg + float(per[0]) / len(val), ce + float(per[1]) / len(val)
         acc = rank_acceptance(m, target, seqs, starts, depth=6, top=8)
+        head = card_of(name, k, m, configs[k], train_eagle, history, batch, length, t0, lr=lr,
+                       schedule="AdamW, Cosine(20, 0.1)")  # fmt: skip
         card = {
-            "role": k,
-            "for_target": f"{name}/target",
-            "parameters": sum(p.numel() for p in m.parameters()),
-            "config": configs[k],
+            **head,
             "loss": f"SmoothL1(feature) + {w_cls} x soft CE; uniform input noise +-0.1",
-            **trained_for(
-                history,
-                batch,
-                length,
-                t0,
-                lr=lr,
-                schedule="AdamW, Cosine(20, 0.1)",
-                trainer="specdec_lib.eagle.train_eagle",
-            ),  # fmt: skip
             "seed": seed,
             "validation": {
                 "windows": f"{len(val)} batches of {batch}x{length} validation tokens, teacher-forced",
@@ -656,25 +643,15 @@ def train_dflash_stage(name: str, seed: int, steps: int = 2863, minutes: float =
         taus[str(B)] = {"tau": round(pooled.tau, 4),
                         "acceptance_by_position": [round(float(x), 4) for x in pooled.acceptance_by_position()]}  # fmt: skip
         log(f"dflash B={B}: tau {taus[str(B)]['tau']}")
+    head = card_of(name, "dflash", drafter, config, train_dflash, history, batch, length, t0, lr=lr,
+                   schedule=f"AdamW(0.9, 0.95), {schedule}")  # fmt: skip
     card = {
-        "role": "dflash",
-        "for_target": f"{name}/target",
-        "parameters": sum(p.numel() for p in drafter.parameters()),
-        "config": config,
+        **head,
         "block_size": block_size,
         "mask_token": "the rarest non-special token of the training split (ties: lowest id); the drafter has no "
         "embedding of its own, so MASK is an existing id of the target's vocabulary",
         "loss": f"sum_k w_k CE_k / sum_k w_k, w_k = exp(-(k-1)/{gamma}), soft CE against the frozen target's "
         f"distribution of the token at anchor + k; {anchors} random anchors per sequence of {length}",
-        **trained_for(
-            history,
-            batch,
-            length,
-            t0,
-            lr=lr,
-            trainer="specdec_lib.dflash.train_dflash",
-            schedule=f"AdamW(0.9, 0.95), {schedule}",
-        ),  # fmt: skip
         "blocks_seen": len(history) * batch * anchors,
         "seed": seed,
         "recall": {
