@@ -39,8 +39,8 @@ export: $(STAMP)
 	$(PY) specdec_lib/_export.py
 
 lint: $(STAMP)
-	$(PY) -m ruff check specdec_lib tests
-	$(PY) -m ruff format --check specdec_lib tests
+	$(PY) -m ruff check specdec_lib tests teacher
+	$(PY) -m ruff format --check specdec_lib tests teacher
 	$(PY) specdec_lib/_export.py --check
 
 unit: $(STAMP)

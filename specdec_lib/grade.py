@@ -14,9 +14,14 @@ What is graded comes from the teacher's side, never from the submission:
   from the submission (or, in a notebook from `nbgrader_course`'s release, the solution cells): cells a student added or changed elsewhere are not run, and every reference cell is
   left out. After each learner's cell the grader runs its own check: it reloads the checker's modules (a
   checker redefined or patched by the student is gone) and calls the source's checker on the student's
-  answer, and the verdict is read from that cell's output alone;
-- a learner's cell that reads the checkers' reference answers (`REFERENCE`, `WRONG`, `_ref_...`) or
-  defines a `check_...` of its own scores 0 for that exercise ("not the student's own answer").
+  answer; when that says "correct", the teacher's package checks the answer again on hidden cases
+  (`specdec_teacher.hidden_check`), and the verdict is read from that cell's output alone;
+- a learner's cell that reads reference answers (the teacher's package `specdec_teacher`, its `REFERENCE`
+  or `WRONG`, the checkers' stored answers `_expected`, or the old `_ref_...` names) or defines a
+  `check_...` of its own scores 0 for that exercise ("not the student's own answer").
+
+The teacher's package must be importable where the grader runs: it is the repository's `teacher/` folder,
+put on the kernel's path here (or `pip install -e teacher/`).
 
 It runs offline, in a fresh kernel at the repository root, with a per-cell timeout; a cell that raises
 does not stop the run. The grader runs student code with the permissions of whoever starts it: grade in
@@ -50,7 +55,9 @@ OFFLINE = {
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",
     "TRANSFORMERS_VERBOSITY": "error",
 }
-CHEATS = {"REFERENCE", "WRONG"}  # the checkers' reference answers and planted wrong ones
+# the teacher's reference answers and planted wrong ones, and the public checkers' stored answers
+CHEATS = {"REFERENCE", "WRONG", "specdec_teacher", "_expected", "answers.json"}
+TEACHER = ROOT / "teacher"  # the teacher's package, specdec_teacher: not installed with specdec_lib
 GRADER_TAG = "grader-check"
 
 
@@ -156,11 +163,16 @@ def own_answer_problem(source: str) -> str | None:
     """Why a learner's cell is not the student's own answer, or None."""
     tree = _parse(source)
     for node in ast.walk(tree) if tree else ():
-        name = getattr(node, "id", None) or getattr(node, "attr", None) or getattr(node, "name", None)
+        names = [getattr(node, "id", None) or getattr(node, "attr", None) or getattr(node, "name", None)]
         if isinstance(node, ast.alias):
-            name = node.asname or node.name
-        if isinstance(name, str) and (name in CHEATS or name.startswith("_ref_")):
-            return f"the cell reads the checker's reference answers ({name}): not the student's own answer"
+            names = [node.asname, node.name.split(".")[0]]
+        elif isinstance(node, ast.ImportFrom):
+            names = [(node.module or "").split(".")[0]]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):  # importlib.import_module("...")
+            names = [c for c in ("specdec_teacher", "answers.json") if c in node.value]
+        for name in names:
+            if isinstance(name, str) and (name in CHEATS or name.startswith("_ref_")):
+                return f"the cell reads reference answers ({name}): not the student's own answer"
         if isinstance(node, ast.FunctionDef | ast.Lambda) and getattr(node, "name", "").startswith("check_"):
             return f"the cell defines its own {node.name}: not the student's own answer"
         if isinstance(node, ast.Assign) and any(
@@ -171,14 +183,17 @@ def own_answer_problem(source: str) -> str | None:
 
 
 def grader_cell(ex: dict) -> dict:
-    """The grader's own check after a learner's cell: fresh checker modules, the source's call."""
+    """The grader's own check after a learner's cell: fresh checker modules, the source's call, then (when
+    it says "correct") the same call on the hidden cases of the teacher's package."""
     code = (
         "import importlib as _g_importlib\n"
         "import specdec_lib.checks._core as _g_core\n"
         f"import {ex['module']} as _g_module\n"
         "_g_importlib.reload(_g_core)\n"
         "_g_importlib.reload(_g_module)\n"
-        f"_g_module.{ex['checker']}({ex['args']})\n"
+        f'if _g_module.{ex["checker"]}({ex["args"]}) == "correct":\n'
+        "    import specdec_teacher as _g_teacher\n\n"
+        f'    _g_teacher.hidden_check("{ex["module"]}", "{ex["checker"]}", {ex["args"]})\n'
     )
     meta = {"tags": [GRADER_TAG], "grade_id": ex["grade_id"]}
     cell = {"cell_type": "code", "id": f"grader-{ex['grade_id']}", "metadata": meta, "source": code}
@@ -254,7 +269,8 @@ def _execute(nb, timeout: int) -> str | None:
     node = nbformat.reads(json.dumps(nb), as_version=4)
     env_before = dict(os.environ)
     os.environ.update(OFFLINE)
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    paths = [str(ROOT), str(TEACHER), os.environ.get("PYTHONPATH", "")]
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
     try:
         client = NotebookClient(
             node,
@@ -361,6 +377,8 @@ def main(argv=None) -> int:
         todo += course_submissions(args.course, args.assignment)
     if not todo:
         ap.error("nothing to grade: name submissions, or --course and --assignment")
+    if not (TEACHER / "specdec_teacher").is_dir():
+        ap.error(f"the teacher's package is missing ({TEACHER / 'specdec_teacher'}): grade from a clone")
     results = []
     for student, path in todo:
         results.append(grade(path, args.timeout, args.source, student))

@@ -10,7 +10,10 @@ For each chapter this writes `COURSE_DIR/source/chNN/NN_name.ipynb`, nbgrader's 
 reference, between nbgrader's markers) followed by a **locked, graded test cell** worth one point: it
 reloads the checker's modules (a checker the student redefined or patched is gone) and asserts that the
 checker says "correct", so a wrong, missing or raising answer scores 0 and nbgrader's own restoring of
-locked cells keeps the test as the teacher wrote it. The config's code stub is `...` (not nbgrader's
+locked cells keeps the test as the teacher wrote it. Below nbgrader's `### BEGIN HIDDEN TESTS` the test
+asserts the same on the hidden cases of the teacher's package (`specdec_teacher.hidden_check`): the
+release does not show that part, and `nbgrader autograde` restores it, so autograde must run where
+`specdec_teacher` is importable (`pip install -e CLONE/teacher`, or `CLONE/teacher` on `PYTHONPATH`). The config's code stub is `...` (not nbgrader's
 `raise NotImplementedError()`), and every answer that is a value gets a `name = ...` line before its
 solution region, so an untouched release runs top to bottom ("Run All") and each checker says "not
 attempted". Each "Why it works" note becomes a written-answer cell (0 points, for the teacher to re-weight)
@@ -88,7 +91,12 @@ def test_cell(ex: dict) -> dict:
         f"import {ex['module']} as _checks\n"
         "_importlib.reload(_core)\n"
         "_importlib.reload(_checks)\n"
-        f'assert _checks.{ex["checker"]}({ex["args"]}) == "correct", "not correct yet: the message above says why"'
+        f'assert _checks.{ex["checker"]}({ex["args"]}) == "correct", "not correct yet: the message above says why"\n'
+        "### BEGIN HIDDEN TESTS\n"
+        "import specdec_teacher as _teacher\n\n"
+        f'_verdict = _teacher.hidden_check("{ex["module"]}", "{ex["checker"]}", {ex["args"]})\n'
+        'assert _verdict == "correct", "not correct on the hidden cases: the message above says why"\n'
+        "### END HIDDEN TESTS"
     )
     meta = {
         "nbgrader": _meta(

@@ -1,10 +1,15 @@
 """Shared fixtures: tiny random models (any architecture) so engine tests run in seconds on a CPU."""
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
+# The tests are the teacher's side: they import the reference solutions from the teacher's package, which
+# is not installed with specdec_lib (teacher/specdec_teacher).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "teacher"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 torch.set_num_threads(1)  # tiny models: threading only adds overhead

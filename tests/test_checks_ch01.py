@@ -4,11 +4,12 @@ and edge cases."""
 import torch
 
 from specdec_lib.checks import ch01
+from specdec_teacher import ch01 as teacher
 
 
 def test_in_place_modification_is_caught():
     def top_k_in_place(probs, k):
-        out = ch01.top_k_filter(probs, k)
+        out = teacher.top_k_filter(probs, k)
         probs.copy_(out)
         return out
 
@@ -23,18 +24,18 @@ def test_references_agree_with_the_library():
     logits = torch.randn(64, generator=g) * 3
     for t in (0.0, 0.5, 1.0, 1.7):
         assert torch.allclose(
-            ch01.temperature_softmax(logits, t),
+            teacher.temperature_softmax(logits, t),
             process_logits(logits, SamplingParams(temperature=t)),
             atol=1e-6,
         )
     probs = torch.softmax(logits, -1)
     assert torch.allclose(
-        ch01.top_k_filter(probs, 7),
+        teacher.top_k_filter(probs, 7),
         process_logits(logits, SamplingParams(temperature=1.0, top_k=7)),
         atol=1e-6,
     )
     assert torch.allclose(
-        ch01.top_p_filter(probs, 0.8),
+        teacher.top_p_filter(probs, 0.8),
         process_logits(logits, SamplingParams(temperature=1.0, top_p=0.8)),
         atol=1e-6,
     )

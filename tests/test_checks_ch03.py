@@ -2,12 +2,13 @@
 and edge cases."""
 
 from specdec_lib.checks import ch03
+from specdec_teacher import ch03 as teacher
 
 
 def test_seed_question():
-    assert ch03.check_seed_question(*ch03.REFERENCE["check_seed_question"]) == "correct"
+    assert ch03.check_seed_question(*teacher.REFERENCE["check_seed_question"]) == "correct"
     assert ch03.check_seed_question(beta=0.70, residual=[1, 0, 0]) == "correct"  # any number types
-    for beta, residual in ch03.WRONG["check_seed_question"]:
+    for beta, residual in teacher.WRONG["check_seed_question"]:
         assert ch03.check_seed_question(beta, residual) == "incorrect", (beta, residual)
     assert ch03.check_seed_question() == "not attempted"
     assert ch03.check_seed_question(beta=0.7) == "not attempted"

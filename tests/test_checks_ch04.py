@@ -2,23 +2,24 @@
 and edge cases."""
 
 from specdec_lib.checks import ch04
+from specdec_teacher import ch04 as teacher
 
 
 def test_answers_in_other_types_are_accepted():
     import torch
 
-    ref_mask, ref_positions = ch04.REFERENCE["check_ancestor_mask"], ch04.REFERENCE["check_positions"]
+    ref_mask, ref_positions = teacher.REFERENCE["check_ancestor_mask"], teacher.REFERENCE["check_positions"]
     assert ch04.check_ancestor_mask(lambda parents: ref_mask(parents).tolist()) == "correct"
     assert ch04.check_positions(lambda parents, L: torch.tensor(ref_positions(parents, L))) == "correct"
-    assert ch04.check_greedy_walk(lambda *a: tuple(ch04.REFERENCE["check_greedy_walk"](*a))) == "correct"
+    assert ch04.check_greedy_walk(lambda *a: tuple(teacher.REFERENCE["check_greedy_walk"](*a))) == "correct"
     assert ch04.check_ancestor_mask(lambda parents: "mask") == "incorrect"  # bad output: no crash
     assert ch04.check_greedy_walk(lambda *a: 3) == "incorrect"
 
 
 def test_mss_example():
-    assert ch04.check_mss_example(*ch04.REFERENCE["check_mss_example"]) == "correct"
+    assert ch04.check_mss_example(*teacher.REFERENCE["check_mss_example"]) == "correct"
     assert ch04.check_mss_example(0.4, 0.3, [0, 0, 0.6667, 0.3333]) == "correct"  # rounded, a list
-    for answer in ch04.WRONG["check_mss_example"]:
+    for answer in teacher.WRONG["check_mss_example"]:
         assert ch04.check_mss_example(*answer) == "incorrect", answer
     assert ch04.check_mss_example() == "not attempted"
     assert ch04.check_mss_example(accept_a=0.4) == "not attempted"

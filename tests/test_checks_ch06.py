@@ -2,18 +2,19 @@
 and edge cases."""
 
 from specdec_lib.checks import ch06
+from specdec_teacher import ch06 as teacher
 
 
 def test_answers_in_other_types_are_accepted():
     import torch
 
-    pairs, tau = ch06.REFERENCE["check_module_pairs"], ch06.REFERENCE["check_expected_tau"]
+    pairs, tau = teacher.REFERENCE["check_module_pairs"], teacher.REFERENCE["check_expected_tau"]
     as_tensors = lambda ids, k: tuple(torch.tensor(x) for x in pairs(ids, k))  # noqa: E731
     assert ch06.check_module_pairs(as_tensors) == "correct"
     assert ch06.check_expected_tau(lambda alphas: torch.tensor(tau(alphas))) == "correct"
     assert (
         ch06.check_kept_positions(
-            lambda k, n, n_new: float(ch06.REFERENCE["check_kept_positions"](k, n, n_new))
+            lambda k, n, n_new: float(teacher.REFERENCE["check_kept_positions"](k, n, n_new))
         )
         == "correct"
     )
@@ -23,9 +24,9 @@ def test_answers_in_other_types_are_accepted():
 
 
 def test_deepseek_numbers():
-    assert ch06.check_deepseek_numbers(*ch06.REFERENCE["check_deepseek_numbers"]) == "correct"
+    assert ch06.check_deepseek_numbers(*teacher.REFERENCE["check_deepseek_numbers"]) == "correct"
     assert ch06.check_deepseek_numbers(1.85, 0.028) == "correct"  # rounded
-    for answer in ch06.WRONG["check_deepseek_numbers"]:
+    for answer in teacher.WRONG["check_deepseek_numbers"]:
         assert ch06.check_deepseek_numbers(*answer) == "incorrect", answer
     assert ch06.check_deepseek_numbers() == "not attempted"
     assert ch06.check_deepseek_numbers(tau=1.85) == "not attempted"
@@ -56,4 +57,4 @@ def test_kept_positions_reference_matches_the_proposer():
             verdict = Verdict(None, list(range(n_new - 1)), [0] * n_new, kept, {-1: torch.zeros(n_new, 2)}, n)
             prop.update(tokens, verdict)
             for k, c in enumerate(prop.caches, start=1):
-                assert len(c) == ch06.REFERENCE["check_kept_positions"](k, n, n_new), (k, n, n_new)
+                assert len(c) == teacher.REFERENCE["check_kept_positions"](k, n, n_new), (k, n, n_new)

@@ -7,15 +7,17 @@ from pathlib import Path
 import torch
 
 from specdec_lib.checks import ch07
+from specdec_lib.checks._core import letter_of, lettered
+from specdec_teacher import ch07 as teacher
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "07_eagle.ipynb"
-RIGHT_LETTER, REF_FN = ch07.REFERENCE["check_feature_uncertainty"]
+RIGHT_LETTER, REF_FN = teacher.REFERENCE["check_feature_uncertainty"]
 
 
 def test_feature_uncertainty_question():
     assert ch07.check_feature_uncertainty(RIGHT_LETTER, REF_FN) == "correct"
     assert ch07.check_feature_uncertainty(f" ({RIGHT_LETTER.upper()}) ", REF_FN) == "correct"
-    for answer in ch07.WRONG["check_feature_uncertainty"]:
+    for answer in teacher.WRONG["check_feature_uncertainty"]:
         assert ch07.check_feature_uncertainty(*answer) == "incorrect", answer
     assert ch07.check_feature_uncertainty() == "not attempted"
     assert ch07.check_feature_uncertainty(RIGHT_LETTER) == "not attempted"
@@ -34,8 +36,8 @@ def test_feature_uncertainty_question():
 
 def test_each_near_miss_option_gets_its_own_hint(capsys):
     options = ch07.UNCERTAINTY_OPTIONS
-    for text, hint in ch07.UNCERTAINTY_WRONG.items():
-        letter = ch07.letter_of(options, text)
+    for text, hint in teacher.UNCERTAINTY_WRONG.items():
+        letter = letter_of(options, text)
         assert ch07.check_feature_uncertainty(letter, REF_FN) == "incorrect"
         out = capsys.readouterr().out
         assert f"({letter}) is not it" in out and hint in out, out
@@ -43,12 +45,12 @@ def test_each_near_miss_option_gets_its_own_hint(capsys):
 
 def test_options_are_shuffled_balanced_and_the_right_one_not_the_longest():
     options = ch07.UNCERTAINTY_OPTIONS
-    assert sorted(options.values()) == sorted([ch07.UNCERTAINTY_RIGHT, *ch07.UNCERTAINTY_WRONG])
-    assert options == ch07.lettered("ch07-ex2", ch07.UNCERTAINTY_RIGHT, list(ch07.UNCERTAINTY_WRONG))
+    assert sorted(options.values()) == sorted([teacher.UNCERTAINTY_RIGHT, *teacher.UNCERTAINTY_WRONG])
+    assert options == lettered("ch07-ex2", teacher.UNCERTAINTY_RIGHT, list(teacher.UNCERTAINTY_WRONG))
     lengths = [len(t) for t in options.values()]
     assert max(lengths) <= 1.15 * min(lengths), lengths
-    assert len(ch07.UNCERTAINTY_RIGHT) < max(lengths), "the right option must not be the longest"
-    assert RIGHT_LETTER == ch07.letter_of(options, ch07.UNCERTAINTY_RIGHT)
+    assert len(teacher.UNCERTAINTY_RIGHT) < max(lengths), "the right option must not be the longest"
+    assert RIGHT_LETTER == letter_of(options, teacher.UNCERTAINTY_RIGHT)
 
 
 def test_the_notebooks_solution_picks_the_right_letter():
@@ -79,5 +81,5 @@ def test_drafter_cache_reference_matches_the_proposer():
             verdict = Verdict(tree, list(range(accepted)), new, None, {-1: torch.zeros(accepted + 1, d)}, n)
             tokens = torch.cat([tokens, torch.tensor(new)])
             prop.update(tokens, verdict)
-            kept, fed = ch07.REFERENCE["check_drafter_cache"](n, accepted)
+            kept, fed = teacher.REFERENCE["check_drafter_cache"](n, accepted)
             assert len(prop.cache) == kept and len(prop.unfed) == len(fed)

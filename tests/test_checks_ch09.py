@@ -6,28 +6,29 @@ from pathlib import Path
 import torch
 
 from specdec_lib.checks import ch09
+from specdec_teacher import ch09 as teacher
 
 CARD = Path(__file__).resolve().parents[1] / "specdec_lib" / "models" / "tiny-code" / "eagle3" / "card.json"
 
 
 def test_teacher_forcing_question(capsys):
     check = ch09.check_teacher_forcing
-    assert check(*ch09.REFERENCE["check_teacher_forcing"]) == "correct"
+    assert check(*teacher.REFERENCE["check_teacher_forcing"]) == "correct"
     capsys.readouterr()
-    for answer in ch09.WRONG["check_teacher_forcing"]:
+    for answer in teacher.WRONG["check_teacher_forcing"]:
         assert check(*answer) == "incorrect", answer
         out = capsys.readouterr().out
         assert len(out.split("incorrect — ", 1)[1].strip()) > 10, out
     assert check() == "not attempted" and check(2) == "not attempted" and check(None, "a") == "not attempted"
-    assert check("two", ch09.REFERENCE["check_teacher_forcing"][1]) == "incorrect"
-    assert check(2.5, ch09.REFERENCE["check_teacher_forcing"][1]) == "incorrect"
+    assert check("two", teacher.REFERENCE["check_teacher_forcing"][1]) == "incorrect"
+    assert check(2.5, teacher.REFERENCE["check_teacher_forcing"][1]) == "incorrect"
 
 
 def test_the_options_are_balanced():
-    right = ch09.TF_OPTIONS[ch09.REFERENCE["check_teacher_forcing"][1]]
-    assert right == ch09.TF_RIGHT
+    right = ch09.TF_OPTIONS[teacher.REFERENCE["check_teacher_forcing"][1]]
+    assert right == teacher.TF_RIGHT
     assert len(right) < max(len(t) for t in ch09.TF_OPTIONS.values()), "the right option is the longest"
-    assert set(ch09.TF_OPTIONS.values()) == {ch09.TF_RIGHT, *ch09.TF_WRONG}
+    assert set(ch09.TF_OPTIONS.values()) == {teacher.TF_RIGHT, *teacher.TF_WRONG}
 
 
 def test_the_card_shows_the_collapse_the_exercise_predicts():
@@ -74,7 +75,7 @@ def test_visible_keys_are_what_the_library_attends_to():
         for j in range(attended.shape[-2]):
             weights = attended[0, 0, j]
             got = {(int(c) // T, int(c) % T) for c in (weights > 1e-7).nonzero().flatten()}
-            assert got == set(ch09.REFERENCE["check_visible_keys"](s, j)), (s, j, sorted(got))
+            assert got == set(teacher.REFERENCE["check_visible_keys"](s, j)), (s, j, sorted(got))
 
 
 def test_the_inverse_map_inverts_the_library_vocabulary():
@@ -85,7 +86,7 @@ def test_the_inverse_map_inverts_the_library_vocabulary():
         counts = torch.randint(0, 9, (V,), generator=g)
         d2t, t2d = draft_vocabulary(counts, N)
         for v in range(V):
-            i = ch09.REFERENCE["check_draft_id"](d2t.tolist(), v)
+            i = teacher.REFERENCE["check_draft_id"](d2t.tolist(), v)
             assert (i is not None) == bool(t2d[v])
             assert i is None or i + int(d2t[i]) == v
 
@@ -101,5 +102,5 @@ def test_the_notebook_reference_letter_is_the_right_option():
     for src in refs:
         assert (
             re.search(r'^my_choice = "(\w)"', src, re.M).group(1)
-            == ch09.REFERENCE["check_teacher_forcing"][1]
+            == teacher.REFERENCE["check_teacher_forcing"][1]
         )

@@ -6,15 +6,16 @@ from pathlib import Path
 import pytest
 
 from specdec_lib.checks import ch10
+from specdec_teacher import ch10 as teacher
 
 ROOT = Path(__file__).resolve().parents[1]
 CARD = ROOT / "specdec_lib" / "models" / "tiny-code" / "dflash" / "card.json"
 
 
 def _contract(check, capsys):
-    assert check(*ch10.REFERENCE[check.__name__]) == "correct"
+    assert check(*teacher.REFERENCE[check.__name__]) == "correct"
     capsys.readouterr()
-    for answer in ch10.WRONG[check.__name__]:
+    for answer in teacher.WRONG[check.__name__]:
         assert check(*answer) == "incorrect", answer
         out = capsys.readouterr().out
         assert "incorrect — " in out and len(out.split("incorrect — ", 1)[1].strip()) > 10, out
@@ -27,21 +28,21 @@ def stub(*args):
 def test_what_dflash_changes_question(capsys):
     check = ch10.check_what_dflash_changes
     _contract(check, capsys)
-    right = ch10.REFERENCE["check_what_dflash_changes"][0]
+    right = teacher.REFERENCE["check_what_dflash_changes"][0]
     assert check() == "not attempted" and check(right) == "not attempted"
     assert check(right, stub) == "not attempted"
-    assert check(2, ch10._ref_rounds) == "incorrect"
+    assert check(2, teacher.rounds) == "incorrect"
     assert check(right, lambda k, B: "junk") == "incorrect"
 
 
 def test_block_tau_question(capsys):
     check = ch10.check_block_tau
     _contract(check, capsys)
-    right = ch10.REFERENCE["check_block_tau"][1]
-    assert check() == "not attempted" and check(ch10._ref_block_tau) == "not attempted"
+    right = teacher.REFERENCE["check_block_tau"][1]
+    assert check() == "not attempted" and check(teacher.block_tau) == "not attempted"
     assert check(stub, right) == "not attempted" and check(None, right) == "not attempted"
     assert check(lambda a, B: "junk", right) == "incorrect"
-    assert check(ch10._ref_block_tau, "z") == "incorrect"
+    assert check(teacher.block_tau, "z") == "incorrect"
 
 
 def test_needed_c_question(capsys):
@@ -53,7 +54,8 @@ def test_needed_c_question(capsys):
 
 @pytest.mark.parametrize("name", ["DFLASH", "WHY"])
 def test_the_options_are_balanced(name):
-    options, right, wrong = (getattr(ch10, f"{name}_{part}") for part in ("OPTIONS", "RIGHT", "WRONG"))
+    options = getattr(ch10, f"{name}_OPTIONS")
+    right, wrong = (getattr(teacher, f"{name}_{part}") for part in ("RIGHT", "WRONG"))
     assert set(options.values()) == {right, *wrong}
     assert len(right) < max(len(t) for t in options.values()), "the right option is the longest"
 
@@ -63,7 +65,7 @@ def test_the_card_says_what_exercise_2_predicts():
     B = 4, 8 and 16, and rows 8 to 15 add almost nothing: the exercise's story holds for the shipped drafter."""
     taus = json.loads(CARD.read_text())["tau_greedy"]
     alphas = taus["16"]["acceptance_by_position"]
-    predicted = {B: ch10._ref_block_tau(alphas, B) for B in (4, 8, 16)}
+    predicted = {B: teacher.block_tau(alphas, B) for B in (4, 8, 16)}
     for B, tau in predicted.items():
         assert abs(tau - taus[str(B)]["tau"]) < 0.1, (B, tau)
     assert predicted[16] - predicted[8] < 0.1 and taus["16"]["tau"] - taus["8"]["tau"] < 0.1
@@ -71,7 +73,7 @@ def test_the_card_says_what_exercise_2_predicts():
 
 def test_exercise_3_asks_for_a_cheaper_pass_than_today():
     dflash = json.loads((ROOT / "book" / "data" / "bench.json").read_text())["results"]["0"]["dflash:8"]
-    assert 0 < ch10._ref_needed_c() < dflash["c_per_draft_pass"]
+    assert 0 < teacher.needed_c() < dflash["c_per_draft_pass"]
 
 
 @pytest.mark.parametrize("checker", ["check_what_dflash_changes", "check_block_tau"])
@@ -82,7 +84,7 @@ def test_the_notebook_reference_letters_are_the_right_options(checker):
     nb = json.loads((ROOT / "notebooks" / "10_dflash.ipynb").read_text())
     sources = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
     refs = [s for s in sources if "### BEGIN SOLUTION" in s and f"{checker}(" in s]
-    letter = [a for a in ch10.REFERENCE[checker] if isinstance(a, str)][0]
+    letter = [a for a in teacher.REFERENCE[checker] if isinstance(a, str)][0]
     assert refs
     for src in refs:
         assert re.search(r'^my_choice = "(\w)"', src, re.M).group(1) == letter

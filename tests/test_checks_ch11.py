@@ -4,15 +4,16 @@ import torch
 
 from specdec_lib.checks import ch11
 from specdec_lib.dflash2 import PathSelector, TwoTapMixer
+from specdec_teacher import ch11 as teacher
 
 
 def test_what_dflash2_addresses_question(capsys):
     check = ch11.check_dflash2_problems
-    right, fixes = ch11.REFERENCE["check_dflash2_problems"]
-    assert ch11.DFLASH2_OPTIONS[right] == ch11.DFLASH2_RIGHT
+    right, fixes = teacher.REFERENCE["check_dflash2_problems"]
+    assert ch11.DFLASH2_OPTIONS[right] == teacher.DFLASH2_RIGHT
     assert check(right, fixes) == "correct"
     capsys.readouterr()
-    for answer in ch11.WRONG["check_dflash2_problems"]:
+    for answer in teacher.WRONG["check_dflash2_problems"]:
         assert check(*answer) == "incorrect", answer
         out = capsys.readouterr().out
         assert len(out.split("incorrect — ", 1)[1].strip()) > 20, out  # a hint, not just "wrong"
@@ -28,14 +29,14 @@ def test_the_options_are_balanced():
     """The right option is stored by its text, is not the longest, and each near miss has its own hint."""
     options = ch11.DFLASH2_OPTIONS
     lengths = sorted(len(t) for t in options.values())
-    assert len(ch11.DFLASH2_RIGHT) < lengths[-1] and lengths[-1] < 1.3 * lengths[0]
-    assert set(options.values()) == {ch11.DFLASH2_RIGHT, *ch11._DFLASH2_WHY}
+    assert len(teacher.DFLASH2_RIGHT) < lengths[-1] and lengths[-1] < 1.3 * lengths[0]
+    assert set(options.values()) == {teacher.DFLASH2_RIGHT, *teacher._DFLASH2_WHY}
 
 
 def test_selector_walk_by_hand():
     check = ch11.check_selector_walk
-    assert check(ch11.REFERENCE["check_selector_walk"]) == "correct"
-    for answer in ch11.WRONG["check_selector_walk"]:
+    assert check(teacher.REFERENCE["check_selector_walk"]) == "correct"
+    for answer in teacher.WRONG["check_selector_walk"]:
         assert check(answer) == "incorrect", answer
     assert check() == "not attempted" and check(...) == "not attempted" and check(42) == "incorrect"
 
@@ -60,7 +61,7 @@ def test_the_hand_example_is_the_library_walk():
         for b, u in zip(cand, unary, strict=True):
             logits[t, idx[b]] = u
     path, _ = sel.walk(logits, torch.ones(3, 1), anchor=idx["__init__"])
-    assert [vocab[i] for i in path.tolist()] == ch11.REFERENCE["check_selector_walk"] == ["(", "self", ")"]
+    assert [vocab[i] for i in path.tolist()] == teacher.REFERENCE["check_selector_walk"] == ["(", "self", ")"]
     assert [vocab[i] for i in logits.argmax(-1).tolist()] == ["(", "(", ")"]
 
 
@@ -75,4 +76,4 @@ def test_the_exercise_mixing_is_the_library_mixer():
     keep = torch.arange(6) % B != 0
     y, _ = mix.prepare(x, keep)
     k0, k1 = mix.base[0, 0].expand(6, 4), mix.base[0, 1].expand(6, 4)
-    assert torch.allclose(y, ch11.REFERENCE["check_two_tap"](x, k0, k1, B).to(y.dtype), atol=1e-6)
+    assert torch.allclose(y, teacher.REFERENCE["check_two_tap"](x, k0, k1, B).to(y.dtype), atol=1e-6)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from specdec_lib.checks.quick import QUICK, REFERENCE, check_quick, quick_question
+from specdec_lib.checks.quick import QUICK, check_quick, quick_question
+from specdec_teacher.quick import ANSWERS, REFERENCE
 
 NOTEBOOKS = {
     int(p.name[:2]): p for p in sorted((Path(__file__).parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -21,7 +22,8 @@ def test_reference_right_everything_else_wrong_with_a_hint(chapter, capsys):
     q = QUICK[chapter]
     wrong = [x for x in q.get("options", {}) if x != REFERENCE[chapter]]
     if "options" not in q:
-        wrong = list(q["traps"]) + [q["answer"] + 0.1, -1.0]
+        answer, traps = ANSWERS[chapter]
+        wrong = list(traps) + [answer + 0.1, -1.0]
     for answer in [*wrong, "zz", [1, 2], object()]:
         capsys.readouterr()
         assert check_quick(chapter, answer) == "incorrect", answer
@@ -53,10 +55,14 @@ def test_multiple_choice_answers_are_not_guessable_from_their_form():
     mc = {n: q for n, q in QUICK.items() if "options" in q}
     letters = [REFERENCE[n] for n in mc]
     assert max(letters.count(x) for x in set(letters)) <= len(mc) // 2, letters
-    longest = [n for n, q in mc.items() if all(len(q["right"]) > len(w) for w in q["wrong"])]
+    longest = [
+        n
+        for n, q in mc.items()
+        if all(len(ANSWERS[n]) > len(w) for w in q["options"].values() if w != ANSWERS[n])
+    ]
     assert len(longest) <= len(mc) // 4, f"the right option is the longest in questions {longest}"
     for n, q in mc.items():
-        assert q["options"][REFERENCE[n]] == q["right"] and len(q["wrong"]) >= 3
+        assert q["options"][REFERENCE[n]] == ANSWERS[n] and len(q["options"]) >= 4
 
 
 @pytest.mark.parametrize("chapter", sorted(NOTEBOOKS))

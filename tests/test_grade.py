@@ -83,19 +83,29 @@ def course(tmp_path_factory):
             # a spoofed checker that prints the verdict the old grader read from stdout
             "ex1": "def check_expected_tau(fn):\n    print('✅ expected tau: correct')\n\n\n"
             "def my_expected_tau(alphas):\n    return 0.0\n\n\ncheck_expected_tau(my_expected_tau)",
-            # the checker module's reference answer
-            "ex2": "from specdec_lib.checks.ch06 import REFERENCE\n\nmy_kept_positions = REFERENCE['check_kept_positions']",
+            # the reference answer, from the teacher's package (importable where the grader runs)
+            "ex2": "from specdec_teacher.ch06 import REFERENCE\n\nmy_kept_positions = REFERENCE['check_kept_positions']",
             # the checker call deleted, a wrong answer left behind
             "ex3": "my_tau = 2.0\nmy_overhead = 0.5",
             "quick": solved["quick"],  # the one thing this student solved
         },
     )
     cheater["cells"].append(_cell("code", "print('✅ kept positions: correct')", "added-by-student"))
+    # the answers of the public cases, memorised: the self-check passes, the hidden cases do not
+    from specdec_teacher.ch06 import kept_positions
+
+    grid = [(k, n, n_new) for k in (1, 2, 3, 4) for n in (0, 1, 2, 5, 9) for n_new in range(1, 6)]
+    table = {case: kept_positions(*case) for case in grid}
+    memorised = (
+        f"_TABLE = {table!r}\n\n\ndef my_kept_positions(k, n, n_new):\n    return _TABLE[(k, n, n_new)]\n\n\n"
+        "check_kept_positions(my_kept_positions)"
+    )
     students = {
         "pasted": _answered(source, solved),
         "unchanged": student_notebook(source),
         "partial": _answered(source, partial),
         "cheater": cheater,
+        "memoriser": _answered(source, {"ex2": memorised}),
     }
     for name, nb in students.items():  # nbgrader's layout: submitted/<student>/<assignment>/<notebook>
         folder = root / "submitted" / name / "t99"
@@ -136,6 +146,8 @@ def test_the_exercises_come_from_the_teachers_source():
 def test_pasted_solutions_get_full_marks_and_the_release_none(graded):
     results, _ = graded
     assert (results["pasted"]["score"], results["pasted"]["max"]) == (4, 4)
+    titles = {r["grade_id"]: r["title"] for r in results["pasted"]["exercises"]}
+    assert titles["t99-ex1"] == "expected tau (hidden cases)"  # a function exercise: checked again, hidden
     assert results["unchanged"]["score"] == 0
     assert {v for v, _ in _verdicts(results["unchanged"]).values()} == {"not attempted"}
 
@@ -154,14 +166,21 @@ def test_the_cheater_earns_only_what_they_solved(graded):
     got = _verdicts(results["cheater"])
     assert results["cheater"]["score"] == 1 and got["quick"][0] == "correct"
     assert got["ex1"][0] == "incorrect" and "defines its own check_expected_tau" in got["ex1"][1]
-    assert got["ex2"][0] == "incorrect" and "reference answers (REFERENCE)" in got["ex2"][1]
+    assert got["ex2"][0] == "incorrect" and "reference answers (specdec_teacher)" in got["ex2"][1]
     assert got["ex3"][0] == "incorrect"  # the grader's own call checks the answer the student left
+
+
+def test_memorised_public_answers_fail_the_hidden_cases(graded):
+    results, _ = graded
+    [row] = [r for r in results["memoriser"]["exercises"] if r["grade_id"] == "t99-ex2"]
+    assert row["verdict"] == "incorrect" and row["title"].endswith("(hidden cases)"), row
+    assert results["memoriser"]["score"] == 0
 
 
 def test_gradebook_and_feedback_files(graded):
     results, out = graded
     rows = {r["student"]: r for r in csv.DictReader(open(out / "gradebook.csv", encoding="utf-8"))}
-    assert set(rows) == {"pasted", "unchanged", "partial", "cheater"}
+    assert set(rows) == {"pasted", "unchanged", "partial", "cheater", "memoriser"}
     assert (rows["pasted"]["score"], rows["pasted"]["max"], rows["partial"]["t99-ex1"]) == ("4", "4", "1")
     feedback = (out / "feedback" / "partial" / "source.txt").read_text()
     assert "t99-ex3" in feedback and "my notebook broke" in feedback
@@ -204,3 +223,25 @@ def test_an_nbgrader_release_is_graded_on_its_solution_cells():
             cell["id"] += "-gone"
     _, skipped = grade.graded_notebook(full, source, grade.expected_exercises(source))
     assert len(skipped) == 4 and all(why.startswith("missing") for why in skipped.values())
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [
+        "from specdec_teacher.ch06 import kept_positions as my_kept_positions",
+        "import specdec_teacher.ch06 as t\nmy_kept_positions = t.kept_positions",
+        "import importlib\nmy_kept_positions = importlib.import_module('specdec_teacher.ch06').kept_positions",
+        "from specdec_lib.checks.ch06 import _expected\nmy_kept_positions = _expected.kept_positions",
+        "from specdec_lib.checks.ch06 import REFERENCE",  # the old names, gone from specdec_lib but refused
+        "my_kept_positions = _ref_kept_positions",
+    ],
+)
+def test_reading_reference_answers_is_refused(cell):
+    assert "reference answers" in grade.own_answer_problem(cell)
+
+
+def test_the_graders_check_adds_the_hidden_cases():
+    ex = grade.expected_exercises(_source_notebook())[0]
+    code = grade.grader_cell(ex)["source"]
+    assert "hidden_check(" in code and code.index(ex["checker"]) < code.index("hidden_check(")
+    assert grade.own_answer_problem("def my_expected_tau(alphas):\n    return 1.0") is None

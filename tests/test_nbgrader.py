@@ -30,7 +30,8 @@ SPOOF = "def {checker}(*args, **kwargs):\n    print('✅ spoofed: correct')\n   
 
 def _env():
     bin_dir = str(Path(sys.executable).parent)  # nbgrader runs `alembic` from the same environment
-    return {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT)}
+    path = os.pathsep.join([str(ROOT), str(ROOT / "teacher")])  # the teacher's package: the hidden tests
+    return {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""), "PYTHONPATH": path}
 
 
 def nbgrader(course: Path, *args: str) -> str:
@@ -111,6 +112,8 @@ def trial(chapter: str, course: Path) -> dict[str, tuple[float, int, float]]:
     nbgrader(course, "generate_assignment", assignment, "--force")
     release = json.loads((course / "release" / assignment / source.name).read_text())
     assert BEGIN not in json.dumps(release), "the release shows a solution"
+    assert "specdec_teacher" not in json.dumps(release), "the release shows a hidden test"
+    assert "HIDDEN TESTS" in source.read_text(), "the source has no hidden tests"
     expected = {}
     for name, (nb, points) in students(json.loads(source.read_text()), release).items():
         folder = course / "submitted" / name / assignment
@@ -124,6 +127,14 @@ def trial(chapter: str, course: Path) -> dict[str, tuple[float, int, float]]:
         seconds[name] = time.perf_counter() - t0
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         scores = {name: gb.find_submission(assignment, name).score for name in expected}
+    graded = json.loads((course / "autograded" / "pasted" / assignment / source.name).read_text())
+    tests = [
+        c
+        for c in graded["cells"]
+        if c["metadata"].get("nbgrader", {}).get("grade") and c["cell_type"] == "code"
+    ]
+    hidden = ["(hidden cases): correct" in json.dumps(c["outputs"], ensure_ascii=False) for c in tests]
+    assert any(hidden), "autograde ran no hidden test"  # the function exercises' tests, put back by autograde
     return {name: (scores[name], expected[name], seconds[name]) for name in expected}
 
 

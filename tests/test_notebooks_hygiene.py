@@ -389,14 +389,17 @@ def _sections(path):
 
 
 def _texts_of_chapter(path):
-    """The notebook's cells, its checkers' module and its quick-check question: all may send a reader to
-    a section of this chapter (or, naming it, of another)."""
+    """The notebook's cells, its checkers' module (and the hints in the teacher's package) and its
+    quick-check question: all may send a reader to a section of this chapter (or, naming it, of another)."""
     chapter = int(path.name[:2])
     for c in _load(path)["cells"]:
         yield f"cell {c.get('id')}", _source(c)
     checks = PKG / "checks" / f"ch{chapter:02d}.py"
     if checks.exists():
         yield checks.name, checks.read_text(encoding="utf-8")
+    teacher = PKG.parent / "teacher" / "specdec_teacher" / f"ch{chapter:02d}.py"  # its options' hints
+    if teacher.exists():
+        yield f"specdec_teacher/{teacher.name}", teacher.read_text(encoding="utf-8")
     quick = (PKG / "checks" / "quick.py").read_text(encoding="utf-8")
     block = re.search(rf"^    {chapter}: \{{\n(.*?)^    \}},", quick, re.S | re.M)
     if block:

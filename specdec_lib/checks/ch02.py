@@ -1,8 +1,8 @@
 """Checkers for chapter 02 · Draft and verify (greedy speculative decoding).
 
 Each `check_*` takes the learner's function and returns "correct", "incorrect" or "not attempted"
-(printed too); it never raises. `REFERENCE` holds a correct solution per checker and `WRONG` some
-plausible mistakes, both used by tests/test_checks_ch02.py.
+(printed too); it never raises. The expected values come from the teacher's reference solutions through
+`_expected` (see `_core`); the references and plausible mistakes are in the teacher's package.
 """
 
 from __future__ import annotations
@@ -11,40 +11,9 @@ import math
 import operator
 import random
 
-from specdec_lib.checks._core import Incorrect, expect, verdict
+from specdec_lib.checks._core import Answers, Incorrect, expect, hidden, seed, verdict
 
-# --------------------------------------------------------------------------------------- references
-
-
-def expected_tau(alpha, k):
-    """Expected tokens per round with i.i.d. acceptance alpha and k drafts: 1 + alpha + ... + alpha**k."""
-    if alpha == 1:
-        return float(k + 1)
-    return (1 - alpha ** (k + 1)) / (1 - alpha)
-
-
-def greedy_accept(draft_tokens, target_argmax):
-    """(accepted drafts, the target's next token): the longest matching prefix, then target_argmax[a]."""
-    a = 0
-    while a < len(draft_tokens) and draft_tokens[a] == target_argmax[a]:
-        a += 1
-    return a, target_argmax[a]
-
-
-def pooled_alpha(accepted, drafted):
-    """Accepted draft positions / tested draft positions (a round tests min(a + 1, d) positions)."""
-    return sum(accepted) / sum(min(a + 1, d) for a, d in zip(accepted, drafted))
-
-
-def predicted_speedup(alpha, k, c, V):
-    """S = tau / (1 + k c + V): k draft passes of cost c, one target pass over k + 1 tokens of cost 1 + V."""
-    return expected_tau(alpha, k) / (1 + k * c + V)
-
-
-def best_k(alpha, c, V=0.0):
-    """The k in 1..16 with the largest predicted speedup (the smallest on a tie)."""
-    return max(range(1, 17), key=lambda k: predicted_speedup(alpha, k, c, V))
-
+_expected = Answers("ch02")
 
 # ------------------------------------------------------------------------------------------ helpers
 
@@ -62,6 +31,30 @@ def _close(got: float, want: float, tol: float = 1e-6) -> bool:
     return abs(got - want) <= tol * max(1.0, abs(want))
 
 
+def _random_rounds(rng):
+    """Hidden rounds of the pooled-alpha exercise: (accepted, drafted)."""
+    drafted = [rng.randint(0, 8) for _ in range(rng.randint(2, 7))]
+    drafted[0] = max(drafted[0], 1)
+    return [rng.randint(0, d) for d in drafted], drafted
+
+
+def _random_model(rng):
+    return (
+        round(rng.uniform(0, 1), 3),
+        rng.randint(1, 12),
+        round(rng.uniform(0.01, 0.8), 3),
+        round(rng.uniform(0, 0.6), 3),
+    )
+
+
+def _random_costs(rng):
+    return (
+        round(rng.uniform(0.3, 0.99), 3),
+        round(rng.uniform(0.005, 0.6), 3),
+        round(rng.choice([0, rng.uniform(0, 0.6)]), 3),
+    )
+
+
 # ----------------------------------------------------------------------------------------- checkers
 
 _TAU_CASES = [(0.0, 1), (0.0, 4), (0.5, 1), (0.3, 2), (0.6, 4), (0.8, 4), (0.8, 8), (0.9, 16), (0.99, 5)]
@@ -71,10 +64,12 @@ def check_expected_tau(fn) -> str:
     """fn(alpha, k) -> the expected tokens per round, (1 - alpha**(k+1)) / (1 - alpha); k + 1 at alpha = 1."""
 
     def cases(f):
-        for alpha, k in _TAU_CASES:
-            want = expected_tau(alpha, k)
+        for alpha, k in _TAU_CASES + hidden(
+            8, lambda r: (round(r.uniform(0.05, 0.97), 3), r.randint(1, 12)), 1
+        ):
+            want, short = _expected.expected_tau(alpha, k), _expected.expected_tau(alpha, k - 1)
             got = _number(f(alpha, k), f"expected_tau({alpha}, {k})")
-            if _close(got, expected_tau(alpha, k - 1)) and not _close(got, want):
+            if _close(got, short) and not _close(got, want):
                 raise Incorrect(
                     f"expected_tau({alpha}, {k}) = {got:.4f}, but it is {want:.4f}: count the target's own "
                     "token too (a round commits the accepted drafts plus one), so the sum runs to alpha**k"
@@ -131,12 +126,12 @@ def check_greedy_accept(fn) -> str:
     def cases(f):
         for draft, argmax, want in _ACCEPT_CASES:
             one(f, draft, argmax, want)
-        rng = random.Random(2)
+        rng = random.Random(seed(2))
         for _ in range(300):  # small vocabularies, so that matches and mismatches are both common
             k, vocab = rng.randint(1, 8), rng.randint(2, 4)
             draft = [rng.randrange(vocab) for _ in range(k)]
             argmax = [rng.randrange(vocab) for _ in range(k + 1)]
-            one(f, draft, argmax, greedy_accept(draft, argmax))
+            one(f, draft, argmax, _expected.greedy_accept(draft, argmax))
 
     return verdict("greedy acceptance", fn, cases)
 
@@ -154,8 +149,8 @@ def check_pooled_alpha(fn) -> str:
     """fn(accepted, drafted) -> sum(accepted) / sum(min(a + 1, d)) over the rounds."""
 
     def cases(f):
-        for accepted, drafted in _ALPHA_CASES:
-            want = pooled_alpha(accepted, drafted)
+        for accepted, drafted in _ALPHA_CASES + hidden(6, _random_rounds, 3):
+            want = _expected.pooled_alpha(accepted, drafted)
             got = _number(f(list(accepted), list(drafted)), f"pooled_alpha({accepted}, {drafted})")
             if _close(got, sum(accepted) / sum(drafted)) and not _close(got, want):
                 raise Incorrect(
@@ -185,8 +180,8 @@ def check_speedup_model(fn) -> str:
     """fn(alpha, k, c, V) -> tau(alpha, k) / (1 + k c + V)."""
 
     def cases(f):
-        for alpha, k, c, V in _SPEEDUP_CASES:
-            want = predicted_speedup(alpha, k, c, V)
+        for alpha, k, c, V in _SPEEDUP_CASES + hidden(8, _random_model, 4):
+            want = _expected.predicted_speedup(alpha, k, c, V)
             got = _number(f(alpha, k, c, V), f"predicted_speedup({alpha}, {k}, {c}, {V})")
             expect(
                 _close(got, want),
@@ -216,8 +211,11 @@ def check_best_k(fn) -> str:
     """fn(alpha, c, V=0.0) -> the k in 1..16 that maximises the predicted speedup."""
 
     def cases(f):
-        for alpha, c, V in _BEST_K_CASES:
-            want = best_k(alpha, c, V)
+        for alpha, c, V in _BEST_K_CASES + hidden(8, _random_costs, 5):
+            speedups = _expected.speedup_table(alpha, c, V)  # k = 1 .. 16
+            want = 1 + max(range(16), key=lambda i: (speedups[i], -i))
+            if sorted(speedups)[-1] - sorted(speedups)[-2] < 1e-4:
+                continue  # a near tie (only among the hidden cases): rounding could decide
             got = f(alpha, c) if V == 0 else f(alpha, c, V)
             try:
                 got = operator.index(got)  # int or numpy integer; a float like 3.0 is not a k
@@ -228,58 +226,8 @@ def check_best_k(fn) -> str:
             expect(
                 got == want,
                 f"best_k(alpha={alpha}, c={c}, V={V}) should be {want}, got {got} "
-                f"(predicted speedup {predicted_speedup(alpha, want, c, V):.3f} at k={want}"
-                + (f" vs {predicted_speedup(alpha, got, c, V):.3f} at k={got})" if 1 <= got <= 16 else ")"),
+                f"(predicted speedup {speedups[want - 1]:.3f} at k={want}"
+                + (f" vs {speedups[got - 1]:.3f} at k={got})" if 1 <= got <= 16 else ")"),
             )
 
     return verdict("best k", fn, cases)
-
-
-REFERENCE = {
-    "check_expected_tau": expected_tau,
-    "check_greedy_accept": greedy_accept,
-    "check_pooled_alpha": pooled_alpha,
-    "check_speedup_model": predicted_speedup,
-    "check_best_k": best_k,
-}
-
-WRONG = {
-    "check_expected_tau": [
-        lambda alpha, k: (1 - alpha**k) / (1 - alpha) if alpha < 1 else k,  # forgets the target's token
-        lambda alpha, k: 1 + k * alpha,  # linear: ignores that a rejection ends the round
-        lambda alpha, k: (1 - alpha ** (k + 1)) / (1 - alpha),  # divides by zero at alpha = 1
-        lambda alpha, k: 1 / (1 - alpha) if alpha < 1 else k + 1,  # the k -> infinity limit
-    ],
-    "check_greedy_accept": [
-        lambda d, g: (sum(x == y for x, y in zip(d, g)), g[sum(x == y for x, y in zip(d, g))]),  # any match
-        lambda d, g: (
-            greedy_accept(d, g)[0],
-            d[greedy_accept(d, g)[0]] if greedy_accept(d, g)[0] < len(d) else g[-1],
-        ),
-        lambda d, g: (greedy_accept(d, g)[0], g[max(0, greedy_accept(d, g)[0] - 1)]),  # off by one
-        lambda d, g: (greedy_accept(d, g)[0], g[-1]),  # always the last row
-    ],
-    "check_pooled_alpha": [
-        lambda acc, dr: sum(acc) / sum(dr),  # counts untested drafts as failures
-        lambda acc, dr: sum(acc) / sum(a + 1 for a in acc),  # ignores rounds that accepted everything
-        lambda acc, dr: sum(a / d for a, d in zip(acc, dr) if d) / sum(1 for d in dr if d),  # mean of ratios
-    ],
-    "check_speedup_model": [
-        lambda alpha, k, c, V: expected_tau(alpha, k) / (1 + c + V),  # one draft pass per round
-        lambda alpha, k, c, V: expected_tau(alpha, k) / (k * c + V),  # forgets the target pass
-        lambda alpha, k, c, V: (k + 1) / (1 + k * c + V),  # as if every draft were accepted
-        lambda alpha, k, c, V: expected_tau(alpha, k) / (1 + k * c),  # ignores the verification cost
-    ],
-    "check_best_k": [
-        lambda alpha, c, V=0.0: 16,  # the longest draft: maximises tau, not speed
-        lambda alpha, c, V=0.0: max(
-            range(16), key=lambda i: predicted_speedup(alpha, i + 1, c, V)
-        ),  # an index
-        lambda alpha, c, V=0.0: max(
-            range(1, 16), key=lambda k: predicted_speedup(alpha, k, c, V)
-        ),  # stops at 15
-        lambda alpha, c, V=0.0: max(
-            range(1, 17), key=lambda k: predicted_speedup(alpha, k, c, 0.0)
-        ),  # drops V
-    ],
-}

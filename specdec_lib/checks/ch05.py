@@ -1,39 +1,31 @@
 """Checkers for chapter 05 (Medusa heads). Hand-written; the notebook imports them.
 
 Each checker prints and returns "correct", "incorrect" (with a hint) or "not attempted", and never raises.
-`REFERENCE` holds the reference solutions and `WRONG` plausible mistakes; tests/test_checks_ch05.py runs
-every checker on both.
+The expected answers come from the teacher's reference solutions through `_expected` (see `_core`).
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 
 import torch
 
-from specdec_lib.checks._core import Incorrect, as_float, expect, verdict
+from specdec_lib.checks._core import Answers, Incorrect, as_float, expect, seed, verdict
+
+_expected = Answers("ch05")
 
 
 # ------------------------------------------------------------------------------------------ helpers
 def _token_lists() -> list[list[int]]:
-    g = torch.Generator().manual_seed(0)
+    g = torch.Generator().manual_seed(seed(0))
     out = [[7], [3, 1], [5, 9, 2], [4, 4, 4, 4, 4], list(range(10, 20))]
     out += [torch.randint(0, 50, (n,), generator=g).tolist() for n in (6, 11, 17)]
     return out
 
 
-def _entropy(p: torch.Tensor) -> float:
-    return float(-(p * p.clamp_min(1e-30).log()).sum())
-
-
-def _threshold(p: torch.Tensor, epsilon: float, delta: float) -> float:
-    return min(epsilon, delta * math.exp(-_entropy(p)))
-
-
-def _distributions(seed: int = 0) -> list[torch.Tensor]:
+def _distributions(s: int = 0) -> list[torch.Tensor]:
     """Target distributions: confident, flat, sparse (zeros), and random ones at several temperatures."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(seed(s))
     out = [
         torch.tensor([0.5, 0.3, 0.15, 0.05]),
         torch.tensor([0.97, 0.01, 0.01, 0.01]),
@@ -48,10 +40,6 @@ def _distributions(seed: int = 0) -> list[torch.Tensor]:
 
 
 # ---------------------------------------------------------------------- exercise 1: head labels
-def _ref_head_labels(tokens, k):
-    return {t: tokens[t + 1 + k] for t in range(len(tokens) - 1 - k)}
-
-
 def check_head_labels(fn) -> str:
     """fn(tokens, k) -> {t: label}: the positions whose hidden state trains Medusa head k (k = 1 is the
     first head, which predicts the token after next) and the token it must predict there."""
@@ -59,7 +47,7 @@ def check_head_labels(fn) -> str:
     def cases(fn):
         for tokens in _token_lists():
             for k in (1, 2, 3, 4):
-                want = _ref_head_labels(tokens, k)
+                want = _expected.head_labels(tokens, k)
                 got = fn(list(tokens), k)
                 try:
                     got = {int(t): int(label) for t, label in dict(got).items()}
@@ -87,12 +75,8 @@ def check_head_labels(fn) -> str:
 
 
 # ------------------------------------------------------------------ exercise 2: expected accepted
-def _ref_expected_accepted(acc, choices):
-    return sum(math.prod(float(acc[j, r]) for j, r in enumerate(c)) for c in choices)
-
-
 def _acc_tables() -> list[torch.Tensor]:
-    g = torch.Generator().manual_seed(1)
+    g = torch.Generator().manual_seed(seed(1))
     out = [torch.tensor([[0.5, 0.2], [0.4, 0.3], [0.6, 0.1]])]
     for K, top in [(2, 3), (3, 4), (4, 5)]:
         raw = torch.rand(K, top + 1, generator=g)
@@ -105,7 +89,7 @@ def _trees_for(acc: torch.Tensor) -> list[list[tuple[int, ...]]]:
     K, top = acc.shape
     out = [[(0,)], [(r,) for r in range(top)], [tuple([0] * d) for d in range(1, K + 1)]]
     out.append([c for d in range(1, K + 1) for c in itertools.product(range(2), repeat=d)])
-    g = torch.Generator().manual_seed(K * 10 + top)
+    g = torch.Generator().manual_seed(seed(K * 10 + top))
     for _ in range(3):
         tree = {(0,)}
         for _ in range(8):
@@ -124,7 +108,7 @@ def check_expected_accepted(fn) -> str:
     def cases(fn):
         for acc in _acc_tables():
             for choices in _trees_for(acc):
-                want = _ref_expected_accepted(acc, choices)
+                want = _expected.expected_accepted(acc, choices)
                 got = as_float(fn(acc.clone(), list(choices)), "the expected length")
                 context = f"acc {[[round(x, 3) for x in row] for row in acc.tolist()]}, tree {choices}"
                 expect(
@@ -144,10 +128,6 @@ def check_expected_accepted(fn) -> str:
 
 
 # ---------------------------------------------------------------- exercise 3: typical acceptance
-def _ref_typical_accept(p, x, epsilon=0.09, delta=0.3):
-    return bool(float(p[x]) > _threshold(p, epsilon, delta))
-
-
 def _typical_cases():
     for p in _distributions():
         for x in range(len(p)):
@@ -160,7 +140,8 @@ def check_typical_accept(fn) -> str:
 
     def cases(fn):
         for p, x, epsilon, delta in _typical_cases():
-            want = _ref_typical_accept(p, x, epsilon, delta)
+            want = _expected.typical_accept(p, x, epsilon, delta)
+            threshold = _expected.threshold(p, epsilon, delta)
             answer = fn(p.clone(), x, epsilon, delta)
             try:
                 got = bool(answer)
@@ -168,7 +149,7 @@ def check_typical_accept(fn) -> str:
                 raise Incorrect("return True or False") from e
             context = (
                 f"p = {[round(v, 3) for v in p.tolist()]}, x = {x}, epsilon {epsilon}, delta {delta} "
-                f"(threshold {_threshold(p, epsilon, delta):.4f})"
+                f"(threshold {threshold:.4f})"
             )
             expect(
                 got == want,
@@ -180,19 +161,9 @@ def check_typical_accept(fn) -> str:
 
 
 # ------------------------------------------------------------ exercise 4: the law of the first token
-def _ref_typical_law(p, children, epsilon=0.09, delta=0.3):
-    threshold = _threshold(p, epsilon, delta)
-    accepted = [x for x in children if float(p[x]) > threshold]
-    if not accepted:
-        return p.clone()
-    law = torch.zeros_like(p)
-    law[max(accepted, key=lambda x: float(p[x]))] = 1.0
-    return law
-
-
 def _law_cases():
-    g = torch.Generator().manual_seed(2)
-    for p in _distributions(seed=3):
+    g = torch.Generator().manual_seed(seed(2))
+    for p in _distributions(s=3):
         order = p.argsort(descending=True).tolist()
         options = [order[:1], order[:2], order[1:3], order[-2:], order[:3][::-1]]
         options.append(torch.randperm(len(p), generator=g)[:3].tolist())
@@ -207,7 +178,7 @@ def check_typical_law(fn) -> str:
 
     def cases(fn):
         for p, children in _law_cases():
-            want = _ref_typical_law(p, children)
+            want = _expected.typical_law(p, children)
             answer = fn(p.clone(), list(children), 0.09, 0.3)
             try:
                 got = torch.as_tensor(answer, dtype=torch.float64).reshape(-1)
@@ -232,60 +203,3 @@ def check_typical_law(fn) -> str:
             )
 
     return verdict("first-token law under typical acceptance", fn, cases)
-
-
-REFERENCE = {
-    "check_head_labels": _ref_head_labels,
-    "check_expected_accepted": _ref_expected_accepted,
-    "check_typical_accept": _ref_typical_accept,
-    "check_typical_law": _ref_typical_law,
-}
-
-
-def _typical_bits(p, x, epsilon=0.09, delta=0.3):
-    entropy = float(-(p * p.clamp_min(1e-30).log2()).sum())  # bits instead of nats
-    return bool(float(p[x]) > min(epsilon, delta * math.exp(-entropy)))
-
-
-def _first_accepted_law(p, children, epsilon=0.09, delta=0.3):  # ignores the tie-break
-    law = torch.zeros_like(p)
-    for x in children:
-        if _ref_typical_accept(p, x, epsilon, delta):
-            law[x] = 1.0
-            return law
-    return p.clone()
-
-
-WRONG = {
-    "check_head_labels": [
-        lambda tokens, k: {t: tokens[t + k] for t in range(len(tokens) - k)},  # one too close
-        lambda tokens, k: {t: tokens[t + 2 + k] for t in range(len(tokens) - 2 - k)},  # one too far
-        lambda tokens, k: {t: tokens[t + 1 + k] for t in range(len(tokens) - 2 - k)},  # drops the last one
-        lambda tokens, k: {t: tokens[min(t + 1 + k, len(tokens) - 1)] for t in range(len(tokens))},  # pads
-        lambda tokens, k: {t: tokens[t - 1 - k] for t in range(1 + k, len(tokens))},  # backwards
-    ],
-    "check_expected_accepted": [
-        lambda acc, choices: 1 + _ref_expected_accepted(acc, choices),  # tau, not accepted drafts
-        lambda acc, choices: sum(float(acc[len(c) - 1, c[-1]]) for c in choices),  # no product
-        lambda acc, choices: max(_ref_expected_accepted(acc, [c]) for c in choices),  # best node only
-        lambda acc, choices: sum(  # top-n (cumulative) accuracy instead of per-rank
-            math.prod(float(acc[j, : r + 1].sum()) for j, r in enumerate(c)) for c in choices
-        ),
-        lambda acc, choices: sum(  # every guess judged by head 1
-            math.prod(float(acc[0, r]) for r in c) for c in choices
-        ),
-    ],
-    "check_typical_accept": [
-        lambda p, x, e=0.09, d=0.3: bool(float(p[x]) > max(e, d * math.exp(-_entropy(p)))),  # max
-        lambda p, x, e=0.09, d=0.3: bool(float(p[x]) > min(e, d * math.exp(_entropy(p)))),  # exp(+H)
-        lambda p, x, e=0.09, d=0.3: bool(float(p[x]) > e),  # no entropy term
-        lambda p, x, e=0.09, d=0.3: bool(float(p[x]) > d * math.exp(-_entropy(p))),  # no cap
-        _typical_bits,
-    ],
-    "check_typical_law": [
-        lambda p, children, e=0.09, d=0.3: p.clone(),  # as if it were lossless
-        _first_accepted_law,
-        lambda p, children, e=0.09, d=0.3: _ref_typical_law(p, children, e, d) * 0.5 + p * 0.5,  # a mix
-        lambda p, children, e=0.09, d=0.3: _ref_typical_law(p, children, 0.3, 0.3),  # wrong bar
-    ],
-}

@@ -1,8 +1,7 @@
 """Checkers for chapter 06 (multi-token prediction). Hand-written; the notebook imports them.
 
 Each checker prints and returns "correct", "incorrect" (with a hint) or "not attempted", and never raises.
-`REFERENCE` holds the reference solutions and `WRONG` plausible mistakes; tests/test_checks_ch06.py runs
-every checker on both.
+The expected answers come from the teacher's reference solutions through `_expected` (see `_core`).
 """
 
 from __future__ import annotations
@@ -14,23 +13,23 @@ import torch
 from specdec_lib.checks._core import (
     _ICON,
     NOT_ATTEMPTED,
+    Answers,
     Incorrect,
     as_float,
     as_int_list_pair,
     expect,
+    hidden,
+    seed,
     verdict,
 )
 
+_expected = Answers("ch06")
+
 
 # ------------------------------------------------------------- exercise 1: sequential module labels
-def _ref_module_pairs(ids, k):
-    T = len(ids)
-    return [ids[j + k] for j in range(T - k - 1)], [ids[j + k + 1] for j in range(T - k - 1)]
-
-
 def _windows() -> list[list[int]]:
     """Token windows with distinct tokens (so an off-by-one shows), and a few short ones."""
-    g = torch.Generator().manual_seed(0)
+    g = torch.Generator().manual_seed(seed(0))
     out = [list(range(10, 10 + T)) for T in (3, 4, 6, 9)]
     out += [torch.randperm(50, generator=g)[:T].tolist() for T in (5, 8, 12)]
     return out
@@ -45,7 +44,7 @@ def check_module_pairs(fn) -> str:
             for k in (1, 2, 3):
                 if len(ids) < k + 2:
                     continue
-                want_reads, want_labels = _ref_module_pairs(ids, k)
+                want_reads, want_labels = _expected.module_pairs(ids, k)
                 answer = fn(list(ids), k)
                 reads, labels = as_int_list_pair(
                     answer, ("the tokens read", "the labels"), "return a pair: (tokens read, labels)"
@@ -79,53 +78,42 @@ def check_module_pairs(fn) -> str:
 
 
 # ------------------------------------------------------------- exercise 2: cache entries kept
-def _ref_kept_positions(k, n, n_new):
-    return max(0, min(n, n + n_new - k))
-
-
 def check_kept_positions(fn) -> str:
     """fn(k, n, n_new) -> how many leading cache positions sequential module k keeps after a round: it had
     positions 0..n-1 (n: the old pending token's index), entry j read the token at index j + k, and the round
     committed n_new tokens (accepted drafts, then the target's own token, the new pending one)."""
 
     def cases(fn):
-        for k in (1, 2, 3, 4):
-            for n in (0, 1, 2, 5, 9):
-                for n_new in range(1, 6):
-                    want = _ref_kept_positions(k, n, n_new)
-                    try:
-                        got = int(fn(k, n, n_new))
-                    except (TypeError, ValueError) as e:
-                        raise Incorrect("return one integer: the number of positions kept") from e
-                    context = f"k = {k}, n = {n}, n_new = {n_new}"
-                    expect(got >= 0, f"{context}: a count cannot be negative")
-                    expect(got <= n, f"{context}: the module only had {n} positions cached")
-                    expect(
-                        got == want or got != n,
-                        f"{context}: not every entry survives: entry j read the token at index j + k, which "
-                        "may be a rejected draft or the new pending token (only independent heads keep all)",
-                    )
-                    expect(
-                        got != want + 1,
-                        f"{context}: you keep one entry too many: the entry that read the NEW pending token's "
-                        "index read a draft (or nothing), not the target's token",
-                    )
-                    expect(got == want, f"{context}: expected {want}, got {got}")
+        grid = [(k, n, n_new) for k in (1, 2, 3, 4) for n in (0, 1, 2, 5, 9) for n_new in range(1, 6)]
+        for k, n, n_new in grid + hidden(
+            20, lambda r: (r.randint(1, 6), r.randint(0, 40), r.randint(1, 9)), 1
+        ):
+            want = _expected.kept_positions(k, n, n_new)
+            try:
+                got = int(fn(k, n, n_new))
+            except (TypeError, ValueError) as e:
+                raise Incorrect("return one integer: the number of positions kept") from e
+            context = f"k = {k}, n = {n}, n_new = {n_new}"
+            expect(got >= 0, f"{context}: a count cannot be negative")
+            expect(got <= n, f"{context}: the module only had {n} positions cached")
+            expect(
+                got == want or got != n,
+                f"{context}: not every entry survives: entry j read the token at index j + k, which "
+                "may be a rejected draft or the new pending token (only independent heads keep all)",
+            )
+            expect(
+                got != want + 1,
+                f"{context}: you keep one entry too many: the entry that read the NEW pending token's "
+                "index read a draft (or nothing), not the target's token",
+            )
+            expect(got == want, f"{context}: expected {want}, got {got}")
 
     return verdict("kept cache positions", fn, cases)
 
 
 # ------------------------------------------------------------- exercise 3: expected tau of a chain
-def _ref_expected_tau(alphas):
-    tau, reach = 1.0, 1.0
-    for alpha in alphas:
-        reach *= alpha
-        tau += reach
-    return tau
-
-
 def _alpha_lists() -> list[list[float]]:
-    g = torch.Generator().manual_seed(0)
+    g = torch.Generator().manual_seed(seed(0))
     out = [[0.5], [0.9, 0.8], [1.0, 1.0, 1.0], [0.0, 0.7], [0.7, 0.6, 0.65]]
     out += [torch.rand(D, generator=g).tolist() for D in (1, 3, 4, 6)]
     return out
@@ -137,7 +125,7 @@ def check_expected_tau(fn) -> str:
 
     def cases(fn):
         for alphas in _alpha_lists():
-            want = _ref_expected_tau(alphas)
+            want = _expected.expected_tau(alphas)
             got = as_float(fn(list(alphas)), "tau")
             context = f"alphas {[round(a, 3) for a in alphas]}"
             if math.isclose(got, want, abs_tol=1e-6):
@@ -159,11 +147,6 @@ def check_expected_tau(fn) -> str:
 DEEPSEEK_ALPHA, DEEPSEEK_SPEEDUP = 0.85, 1.8
 
 
-def _ref_deepseek_numbers():
-    tau = 1 + DEEPSEEK_ALPHA
-    return tau, tau / DEEPSEEK_SPEEDUP - 1
-
-
 def check_deepseek_numbers(tau=..., round_overhead=...) -> str:
     """Your numbers for one drafted token accepted with probability 0.85 and a 1.8x speedup: tau, and how much
     more one round costs than a plain decoding step (a fraction). Leave either as `...` while not attempted."""
@@ -175,62 +158,13 @@ def check_deepseek_numbers(tau=..., round_overhead=...) -> str:
 
     def cases(answer):
         t, overhead = (as_float(a, what) for a, what in zip(answer, ("tau", "the round overhead")))
-        want_t, want_overhead = _ref_deepseek_numbers()
         expect(
-            not math.isclose(t, DEEPSEEK_ALPHA, abs_tol=1e-3),
-            "tau counts the target's own token as well as the accepted draft",
-        )
-        expect(math.isclose(t, want_t, abs_tol=1e-3), f"tau = {t} is not right: 1 + alpha")
-        expect(
-            not math.isclose(overhead, want_overhead + 1, abs_tol=2e-3),
-            "that is the cost of a round in plain steps; the question asks how much MORE it costs (subtract 1)",
+            _expected.right("deepseek.tau", t),
+            _expected.hint("deepseek.tau", t) or f"tau = {t} is not right: 1 + alpha",
         )
         expect(
-            not math.isclose(overhead, DEEPSEEK_SPEEDUP / t - 1, abs_tol=2e-3),
-            "speedup = tau / (cost of a round in plain steps), so the cost is tau / speedup, not the inverse",
-        )
-        expect(
-            math.isclose(overhead, want_overhead, abs_tol=2e-3), f"round overhead {overhead:.4f} is not right"
+            _expected.right("deepseek.overhead", overhead),
+            _expected.hint("deepseek.overhead", overhead) or f"round overhead {overhead:.4f} is not right",
         )
 
     return verdict("DeepSeek-V3's numbers", answers, cases)
-
-
-REFERENCE = {
-    "check_module_pairs": _ref_module_pairs,
-    "check_kept_positions": _ref_kept_positions,
-    "check_expected_tau": _ref_expected_tau,
-    "check_deepseek_numbers": _ref_deepseek_numbers(),  # values, not a function: check_deepseek_numbers(*answer)
-}
-
-
-WRONG = {
-    "check_module_pairs": [
-        lambda ids, k: (ids[k - 1 : len(ids) - 2], ids[k : len(ids) - 1]),  # predicts k ahead, not k + 1
-        lambda ids, k: (ids[k:], ids[k + 1 :]),  # reads one token more than it has labels for
-        lambda ids, k: (ids[k + 1 :], ids[k + 1 :]),  # reads its own label
-        lambda ids, k: (ids[: len(ids) - k - 1], ids[k + 1 :]),  # reads x_j, the independent head's view
-        lambda ids, k: (ids[k : len(ids) - 1], ids[k + 2 :] + [0]),  # labels one too far
-    ],
-    "check_kept_positions": [
-        lambda k, n, n_new: n,  # keeps everything: right for independent heads only
-        lambda k, n, n_new: max(0, min(n, n + n_new - k + 1)),  # keeps the entry that read the pending index
-        lambda k, n, n_new: n + n_new - k,  # forgets the bounds
-        lambda k, n, n_new: max(0, min(n, n_new - k)),  # counts from the round's start only
-        lambda k, n, n_new: max(0, min(n, n + n_new - 1)),  # ignores k
-    ],
-    "check_expected_tau": [
-        lambda alphas: 1 + sum(alphas),  # treats the depths as independent
-        lambda alphas: _ref_expected_tau(alphas) - 1,  # forgets the target's own token
-        lambda alphas: 1 + math.prod(alphas),  # only the full chain
-        lambda alphas: 1 + len(alphas) * math.prod(alphas),  # all or nothing
-        lambda alphas: sum(a ** (d + 1) for d, a in enumerate(alphas)) + 1,  # powers of each alpha
-    ],
-    "check_deepseek_numbers": [
-        (0.85, 0.85 / 1.8 - 1),  # forgets the target's own token
-        (1.85, 1.85 / 1.8),  # the cost, not the overhead
-        (1.85, 1.8 / 1.85 - 1),  # inverse
-        (1.9, 1.85 / 1.8 - 1),  # the other end of the reported range, not 0.85
-        ("1.85", "three percent"),  # not a number
-    ],
-}

@@ -1,8 +1,7 @@
 """Checkers for chapter 07 (EAGLE). Hand-written; the notebook imports them.
 
 Each checker prints and returns "correct", "incorrect" (with a hint) or "not attempted", and never raises.
-`REFERENCE` holds the reference solutions and `WRONG` plausible mistakes; tests/test_checks_common.py and
-tests/test_checks_ch07.py run every checker on both.
+The expected answers come from the teacher's reference solutions through `_expected` (see `_core`).
 """
 
 from __future__ import annotations
@@ -12,25 +11,24 @@ import torch
 from specdec_lib.checks._core import (
     _ICON,
     NOT_ATTEMPTED,
+    Answers,
     Incorrect,
     as_int_list,
     as_int_list_pair,
     expect,
     expect_choice,
-    letter_of,
-    lettered,
+    hidden,
+    options_of,
+    seed,
     verdict,
 )
 
+_expected = Answers("ch07")
+
 
 # ------------------------------------------------------------- exercise 1: EAGLE's training pairs
-def _ref_eagle_pairs(ids):
-    T = len(ids)
-    return [ids[i + 1] for i in range(T - 2)], [ids[i + 2] for i in range(T - 2)]
-
-
 def _windows() -> list[list[int]]:
-    g = torch.Generator().manual_seed(0)
+    g = torch.Generator().manual_seed(seed(0))
     out = [list(range(10, 10 + T)) for T in (3, 4, 7)]
     out += [torch.randperm(60, generator=g)[:T].tolist() for T in (5, 9, 13)]
     return out
@@ -43,7 +41,7 @@ def check_eagle_pairs(fn) -> str:
 
     def cases(fn):
         for ids in _windows():
-            want_ahead, want_labels = _ref_eagle_pairs(ids)
+            want_ahead, want_labels = _expected.eagle_pairs(ids)
             answer = fn(list(ids))
             ahead, labels = as_int_list_pair(
                 answer,
@@ -72,38 +70,22 @@ def check_eagle_pairs(fn) -> str:
 
 
 # ------------------------------------ exercise 2: how EAGLE resolves the uncertainty, and the blur it fixes
-# The options are stored by their text; `lettered` orders them by a hash, so no letter is "the usual one".
-# Each wrong option is a near miss, with the hint that names why it misses.
-UNCERTAINTY_RIGHT = (
-    "It gives the drafter the token that was actually sampled, so it predicts that branch's next feature."
+# The options are stored by their text and ordered by a hash (`options_of`), listed here in that order; which
+# one is right, and the hint of each near miss, are in the teacher's package (answers.json has their digests).
+UNCERTAINTY_OPTIONS = options_of(
+    "ch07-ex2",
+    [
+        "It gives the drafter the token that was actually sampled, so it predicts that branch's next feature.",
+        "It divides the drafter's logits by a low temperature, so the sampled next token becomes near-certain.",
+        "It gives the drafter the token its current feature was computed from, so it knows the last token read.",
+        "It trains on the probability-weighted mean of the possible next features, the best squared-error guess.",
+        "It adds uniform noise to the input features, so the drafter learns to tolerate an uncertain input.",
+    ],
 )
-UNCERTAINTY_WRONG = {
-    "It trains on the probability-weighted mean of the possible next features, the best squared-error guess.": (
-        "that weighted mean is the blur of section 1, a feature of no actual continuation: it is the "
-        "problem a token-blind drafter runs into, not EAGLE's fix"
-    ),
-    "It gives the drafter the token its current feature was computed from, so it knows the last token read.": (
-        "that is t_i, the token f_i READ, and f_i already encodes it. The open question is t_(i+1), the "
-        "token f_i CHOSE: EAGLE feeds e(t_(i+1)), one step ahead"
-    ),
-    "It adds uniform noise to the input features, so the drafter learns to tolerate an uncertain input.": (
-        "the noise prepares the drafter for its own imperfect guesses from depth 2 on; it does not tell the "
-        "drafter which branch was taken, so the next feature stays a blur"
-    ),
-    "It divides the drafter's logits by a low temperature, so the sampled next token becomes near-certain.": (
-        "a temperature changes how the drafter's distribution looks, not which token the target sampled; "
-        "the next feature still depends on that token"
-    ),
-}
-UNCERTAINTY_OPTIONS = lettered("ch07-ex2", UNCERTAINTY_RIGHT, list(UNCERTAINTY_WRONG))
-
-
-def _ref_blurred_feature(next_features, probs):
-    return (torch.as_tensor(probs, dtype=torch.float32)[:, None] * torch.as_tensor(next_features)).sum(0)
 
 
 def _feature_cases():
-    g = torch.Generator().manual_seed(1)
+    g = torch.Generator().manual_seed(seed(1))
     out = [(torch.tensor([[1.0, 0.0], [0.0, 1.0]]), torch.tensor([0.5, 0.5]))]
     for m, d in ((3, 4), (2, 8), (4, 3)):
         p = torch.rand(m, generator=g) + 0.1
@@ -122,17 +104,15 @@ def check_feature_uncertainty(answer=..., fn=None) -> str:
         return NOT_ATTEMPTED
 
     def cases(fn):
-        chosen = (
-            UNCERTAINTY_OPTIONS.get(answer.strip().lower().strip("()")) if isinstance(answer, str) else None
-        )
         expect_choice(
             answer,
             UNCERTAINTY_OPTIONS,
-            UNCERTAINTY_RIGHT,
-            UNCERTAINTY_WRONG.get(chosen, "what does the drafter read besides the feature? (see section 1)"),
+            _expected,
+            "uncertainty",
+            "what does the drafter read besides the feature? (see section 1)",
         )
         for feats, probs in _feature_cases():
-            want = _ref_blurred_feature(feats, probs)
+            want = _expected.blurred_feature(feats, probs)
             got = fn(feats.clone(), probs.clone())
             try:
                 got = torch.as_tensor(got, dtype=torch.float32).reshape(-1)
@@ -156,76 +136,33 @@ def check_feature_uncertainty(answer=..., fn=None) -> str:
 
 
 # ------------------------------------------------------- exercise 3: the drafter's cache after a round
-def _ref_drafter_cache(n, accepted):
-    return n, list(range(n, n + accepted + 1))
-
-
 def check_drafter_cache(fn) -> str:
     """fn(n, accepted) -> (kept, fed): the root (pending token) of a round sat at position n, and
     `accepted` drafted nodes were accepted. kept: how many positions the drafter's cache keeps after
     the round; fed: the positions the next round's catch-up pass feeds with the target's true features."""
 
     def cases(fn):
-        for n in (1, 2, 5, 17):
-            for accepted in (0, 1, 3, 5):
-                want_kept, want_fed = _ref_drafter_cache(n, accepted)
-                answer = fn(n, accepted)
-                try:
-                    kept, fed = answer
-                except (TypeError, ValueError) as e:
-                    raise Incorrect("return a pair: (positions kept, positions fed next)") from e
-                kept, fed = as_int_list(kept, "kept")[0] if kept is not None else -1, as_int_list(fed, "fed")
-                context = f"n = {n}, accepted = {accepted}"
-                expect(
-                    accepted == 0 or kept != n + accepted,
-                    f"{context}: keeping the accepted nodes keeps keys computed from the drafter's own GUESSED "
-                    "features; EAGLE drops them and re-feeds the path with the target's true features",
-                )
-                expect(kept == want_kept, f"{context}: expected {want_kept} positions kept, got {kept}")
-                expect(
-                    len(fed) == accepted + 1,
-                    f"{context}: the target verified the root and {accepted} accepted node(s): that is "
-                    f"{accepted + 1} new features, each fed once; you feed {len(fed)}",
-                )
-                expect(fed == want_fed, f"{context}: expected positions {want_fed}, got {fed}")
+        grid = [(n, accepted) for n in (1, 2, 5, 17) for accepted in (0, 1, 3, 5)]
+        for n, accepted in grid + hidden(10, lambda r: (r.randint(1, 60), r.randint(0, 8)), 1):
+            want_kept, want_fed = _expected.drafter_cache(n, accepted)
+            answer = fn(n, accepted)
+            try:
+                kept, fed = answer
+            except (TypeError, ValueError) as e:
+                raise Incorrect("return a pair: (positions kept, positions fed next)") from e
+            kept, fed = as_int_list(kept, "kept")[0] if kept is not None else -1, as_int_list(fed, "fed")
+            context = f"n = {n}, accepted = {accepted}"
+            expect(
+                accepted == 0 or kept != n + accepted,
+                f"{context}: keeping the accepted nodes keeps keys computed from the drafter's own GUESSED "
+                "features; EAGLE drops them and re-feeds the path with the target's true features",
+            )
+            expect(kept == want_kept, f"{context}: expected {want_kept} positions kept, got {kept}")
+            expect(
+                len(fed) == accepted + 1,
+                f"{context}: the target verified the root and {accepted} accepted node(s): that is "
+                f"{accepted + 1} new features, each fed once; you feed {len(fed)}",
+            )
+            expect(fed == want_fed, f"{context}: expected positions {want_fed}, got {fed}")
 
     return verdict("drafter cache after a round", fn, cases)
-
-
-_RIGHT_LETTER = letter_of(UNCERTAINTY_OPTIONS, UNCERTAINTY_RIGHT)
-
-REFERENCE = {
-    "check_eagle_pairs": _ref_eagle_pairs,
-    # values: check_feature_uncertainty(*answer)
-    "check_feature_uncertainty": (_RIGHT_LETTER, _ref_blurred_feature),
-    "check_drafter_cache": _ref_drafter_cache,
-}
-
-
-WRONG = {
-    "check_eagle_pairs": [
-        lambda ids: (ids[:-2], ids[1:-1]),  # pairs f_i with the token it read: no shift
-        lambda ids: (ids[1:-1], ids[1:-1]),  # predicts the token it reads
-        lambda ids: (ids[1:], ids[2:]),  # one position too many
-        lambda ids: (ids[1:-1], ids[3:] + [0]),  # labels one too far
-        lambda ids: (ids[2:], ids[2:]),  # reads two ahead
-    ],
-    "check_feature_uncertainty": [
-        # every near-miss option, with the right function
-        *[(letter_of(UNCERTAINTY_OPTIONS, text), _ref_blurred_feature) for text in UNCERTAINTY_WRONG],
-        # the right option, with a wrong function
-        (
-            _RIGHT_LETTER,
-            lambda f, p: torch.as_tensor(f)[torch.as_tensor(p).argmax()],
-        ),  # the likeliest feature
-        (_RIGHT_LETTER, lambda f, p: torch.as_tensor(f).mean(0)),  # unweighted mean
-        (f" ({_RIGHT_LETTER.upper()}) ", lambda f, p: torch.as_tensor(f).sum(0)),  # forgets the probabilities
-    ],
-    "check_drafter_cache": [
-        lambda n, a: (n + a, [n + a]),  # keeps the guessed-feature entries
-        lambda n, a: (n, list(range(n, n + a))),  # forgets the root's feature
-        lambda n, a: (n - 1, list(range(n - 1, n + a + 1))),  # one too few kept
-        lambda n, a: (n, list(range(n + 1, n + a + 2))),  # fed one position late
-        lambda n, a: (0, list(range(n + a + 1))),  # re-feeds everything (right answer, 10x the work)
-    ],
-}

@@ -1,8 +1,7 @@
 """Checkers for chapter 08 (EAGLE-2). Hand-written; the notebook imports them.
 
 Each checker prints and returns "correct", "incorrect" (with a hint) or "not attempted", and never raises.
-`REFERENCE` holds the reference solutions and `WRONG` plausible mistakes; tests/test_checks_common.py runs
-every checker on both.
+The expected answers come from the teacher's reference solutions through `_expected` (see `_core`).
 """
 
 from __future__ import annotations
@@ -11,23 +10,12 @@ import math
 
 import torch
 
-from specdec_lib.checks._core import as_float, as_int_list, expect, verdict
+from specdec_lib.checks._core import Answers, as_float, as_int_list, expect, seed, verdict
 
-
-def _cumulative(parents, logp):
-    score = []
-    for i, parent in enumerate(parents):
-        score.append(logp[i] + (score[parent] if parent >= 0 else 0.0))
-    return score
+_expected = Answers("ch08")
 
 
 # --------------------------------------------------------------- exercise 1: the rerank, by hand
-def _ref_rerank(parents, logp, total):
-    score = _cumulative(parents, logp)
-    order = sorted(range(len(parents)), key=lambda i: (-score[i], i))
-    return sorted(order[:total])
-
-
 def _recorded_trees():
     """(parents, log-probabilities) of recorded candidates, in recording order (parents first)."""
     ln = math.log
@@ -35,7 +23,7 @@ def _recorded_trees():
         ([-1, -1, 0, 0, 1, 1], [ln(0.6), ln(0.3), ln(0.9), ln(0.05), ln(0.5), ln(0.4)]),
         ([-1, -1, -1, 0, 0, 2, 3], [ln(0.5), ln(0.3), ln(0.1), ln(0.2), ln(0.7), ln(0.9), ln(0.8)]),
     ]
-    g = torch.Generator().manual_seed(0)
+    g = torch.Generator().manual_seed(seed(0))
     for n in (8, 12, 20):
         parents = [-1, -1] + [int(torch.randint(0, i, (1,), generator=g)) for i in range(2, n)]
         p = torch.rand(n, generator=g) * 0.9 + 0.05
@@ -51,7 +39,7 @@ def check_rerank(fn) -> str:
     def cases(fn):
         for parents, logp in _recorded_trees():
             for total in (1, 2, 3, len(parents) // 2, len(parents)):
-                want = _ref_rerank(parents, logp, total)
+                want = _expected.rerank(parents, logp, total)
                 got = as_int_list(fn(list(parents), list(logp), total), "the chosen indices")
                 context = f"parents {parents}, total {total}"
                 expect(len(got) == total, f"{context}: keep exactly {total} nodes, you kept {len(got)}")
@@ -75,15 +63,8 @@ def check_rerank(fn) -> str:
 
 
 # ------------------------------------------------------------- exercise 2: the next frontier
-def _ref_next_frontier(scores, child_logp, k):
-    cumulative = torch.as_tensor(scores, dtype=torch.float64)[:, None] + torch.as_tensor(
-        child_logp, dtype=torch.float64
-    )
-    return sorted(cumulative.flatten().topk(k).indices.tolist())
-
-
 def _frontier_cases():
-    g = torch.Generator().manual_seed(2)
+    g = torch.Generator().manual_seed(seed(2))
     out = []
     for k in (2, 3, 4):
         scores = (-torch.rand(k, generator=g) * 3).tolist()
@@ -100,7 +81,7 @@ def check_next_frontier(fn) -> str:
 
     def cases(fn):
         for scores, child, k in _frontier_cases():
-            want = _ref_next_frontier(scores, child, k)
+            want = _expected.next_frontier(scores, child, k)
             got = sorted(as_int_list(fn(list(scores), [list(r) for r in child], k), "the frontier"))
             context = f"scores {[round(s, 2) for s in scores]}, k = {k}"
             expect(len(got) == k, f"{context}: the frontier keeps exactly k = {k} nodes")
@@ -120,15 +101,8 @@ def check_next_frontier(fn) -> str:
 
 
 # ------------------------------------------- exercise 3: what a calibrated tree is worth per round
-def _ref_tree_value(parents, conf):
-    reach = []
-    for i, parent in enumerate(parents):
-        reach.append(conf[i] * (reach[parent] if parent >= 0 else 1.0))
-    return 1.0 + sum(reach)
-
-
 def _value_cases():
-    g = torch.Generator().manual_seed(3)
+    g = torch.Generator().manual_seed(seed(3))
     out = [([-1], [0.5]), ([-1, 0, 1], [0.9, 0.8, 0.5]), ([-1, -1, 0, 0, 1], [0.6, 0.3, 0.5, 0.2, 0.9])]
     for n in (6, 11, 17):
         parents = [-1] + [int(torch.randint(0, i, (1,), generator=g)) for i in range(1, n)]
@@ -143,7 +117,7 @@ def check_tree_value(fn) -> str:
 
     def cases(fn):
         for parents, conf in _value_cases():
-            want = _ref_tree_value(parents, conf)
+            want = _expected.tree_value(parents, conf)
             got = as_float(fn(list(parents), list(conf)), "the expected tokens per round")
             context = f"parents {parents}"
             expect(
@@ -158,44 +132,3 @@ def check_tree_value(fn) -> str:
             expect(abs(got - want) < 1e-6, f"{context}: expected {want:.6f}, got {got:.6f}")
 
     return verdict("value of a calibrated tree", fn, cases)
-
-
-REFERENCE = {
-    "check_rerank": _ref_rerank,
-    "check_next_frontier": _ref_next_frontier,
-    "check_tree_value": _ref_tree_value,
-}
-
-
-WRONG = {
-    "check_rerank": [
-        lambda parents, logp, total: sorted(
-            sorted(range(len(logp)), key=lambda i: -logp[i])[:total]
-        ),  # local
-        lambda parents, logp, total: list(range(total)),  # first recorded
-        lambda parents, logp, total: _ref_rerank(parents, logp, total)[::-1],  # children first
-        lambda parents, logp, total: _ref_rerank(parents, [-x for x in logp], total),  # least likely
-        lambda parents, logp, total: _ref_rerank(parents, logp, total + 1)[: total + 1],  # one too many
-    ],
-    "check_next_frontier": [
-        lambda scores, child, k: [r * k for r in range(k)],  # best child of each node
-        lambda scores, child, k: sorted(
-            torch.as_tensor(child).flatten().topk(k).indices.tolist()
-        ),  # no scores
-        lambda scores, child, k: sorted(
-            (torch.as_tensor(scores)[:, None] + torch.as_tensor(child))
-            .flatten()
-            .topk(k, largest=False)
-            .indices.tolist()
-        ),  # the worst
-        lambda scores, child, k: list(range(k)),  # the first node's children
-        lambda scores, child, k: _ref_next_frontier(scores, child, k)[:-1],  # one too few
-    ],
-    "check_tree_value": [
-        lambda parents, conf: 1 + sum(conf),  # treats every node as tried
-        lambda parents, conf: _ref_tree_value(parents, conf) - 1,  # forgets the target's token
-        lambda parents, conf: 1 + math.prod(conf),  # all nodes at once
-        lambda parents, conf: sum(conf) / len(conf) + 1,  # the mean confidence
-        lambda parents, conf: 1 + max(_ref_tree_value(parents, conf) - 1, 0) / len(conf),  # per node
-    ],
-}

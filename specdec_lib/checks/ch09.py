@@ -1,8 +1,7 @@
 """Checkers for chapter 09 (EAGLE-3). Hand-written; the notebook imports them.
 
 Each checker prints and returns "correct", "incorrect" (with a hint) or "not attempted", and never raises.
-`REFERENCE` holds the reference answers and `WRONG` plausible mistakes; tests/test_checks_common.py runs
-the function checkers on both, tests/test_checks_ch09.py the value checker.
+The expected answers come from the teacher's reference solutions through `_expected` (see `_core`).
 """
 
 from __future__ import annotations
@@ -12,31 +11,30 @@ import torch
 from specdec_lib.checks._core import (
     _ICON,
     NOT_ATTEMPTED,
+    Answers,
     Incorrect,
     expect,
     expect_choice,
-    letter_of,
-    lettered,
+    hidden,
+    options_of,
+    seed,
     verdict,
 )
 
+_expected = Answers("ch09")
+
 # ----------------------------------------- exercise 1: predict the teacher-forced drafter's collapse
-TF_RIGHT = "from depth 2 on it reads its own previous output in place of a target feature, an input it never trained on"
-TF_WRONG = {
-    "from depth 2 on more of the target's tokens fall outside its 2048-id draft vocabulary, so it cannot guess them": (
-        "both drafters have the same 2048-id draft vocabulary, so that cannot separate them; what does the "
-        "teacher-forced one read at depth 2 that it never read in training?"
-    ),
-    "from depth 2 on its queries sit at RoPE positions past any position it met in training, so attention drifts": (
-        "it was trained at every position of 256-token windows, so a position one step further on is not "
-        "new; what is new at depth 2 is the INPUT it reads there"
-    ),
-    "from depth 2 on the 0.8^s loss weight had shrunk, so its training put too little weight on those steps": (
-        "teacher forcing is steps = 1: its loss has step 0 only, there is no shrunken weight, no step 1 at all. "
-        "So what does it read at depth 2, and where would it have seen that in training?"
-    ),
-}
-TF_OPTIONS = lettered("ch09-teacher-forcing", TF_RIGHT, list(TF_WRONG))
+# The options, in the order of their letters (`options_of` orders them by a hash); which one is right, and
+# the hint of each near miss, are in the teacher's package (answers.json has their digests).
+TF_OPTIONS = options_of(
+    "ch09-teacher-forcing",
+    [
+        "from depth 2 on it reads its own previous output in place of a target feature, an input it never trained on",
+        "from depth 2 on more of the target's tokens fall outside its 2048-id draft vocabulary, so it cannot guess them",
+        "from depth 2 on its queries sit at RoPE positions past any position it met in training, so attention drifts",
+        "from depth 2 on the 0.8^s loss weight had shrunk, so its training put too little weight on those steps",
+    ],
+)
 
 
 def check_teacher_forcing(depth=..., choice=...) -> str:
@@ -55,28 +53,22 @@ def check_teacher_forcing(depth=..., choice=...) -> str:
             raise Incorrect("the depth is a whole number (1 = the first drafted token)") from e
         expect(d == depth, "the depth is a whole number (1 = the first drafted token)")
         expect(
-            d != 1,
-            "at depth 1 both drafters read TRUE fused features of the context, exactly what teacher forcing "
-            "trained on: that step is the same for both. Which is the first depth that reads something else?",
+            _expected.right("tf.depth", d),
+            _expected.hint("tf.depth", d)
+            or f"depth {d} is not it: which is the first drafted step whose input is not a target feature?",
         )
-        expect(
-            d == 2,
-            f"depth {d} is too late: the very first drafted step that reads the drafter's own output instead "
-            "of a target feature is the one right after depth 1",
+        expect_choice(
+            choice,
+            TF_OPTIONS,
+            _expected,
+            "tf.choice",
+            "what does it read there that it never read in training?",
         )
-        hints = {letter: TF_WRONG.get(text, "") for letter, text in TF_OPTIONS.items()}
-        letter = str(choice).strip().lower().strip("()")
-        expect_choice(choice, TF_OPTIONS, TF_RIGHT, hints.get(letter, ""))
 
     return verdict(name, True, cases)
 
 
 # ------------------------------------------------- exercise 2: which keys a training-time-test query sees
-def _ref_visible_keys(s, j):
-    # step 0: the true context, causal (positions 0 .. j); steps 1 .. s: its own chain, at the same j
-    return [(0, i) for i in range(j + 1)] + [(t, j) for t in range(1, s + 1)]
-
-
 def _pairs(answer) -> list[tuple[int, int]]:
     hint = "return a list of (step, position) pairs, e.g. [(0, 0), (0, 1), (1, 1)]"
     if isinstance(answer, (str, bytes)) or answer is None:
@@ -97,8 +89,9 @@ def check_visible_keys(fn) -> str:
     t * T + i of the chapter's figure), t = 0 being the true-feature pass."""
 
     def cases(fn):
-        for s, j in ((2, 3), (0, 0), (0, 4), (1, 0), (1, 5), (3, 2), (5, 6), (4, 1)):
-            want = set(_ref_visible_keys(s, j))
+        fixed = [(2, 3), (0, 0), (0, 4), (1, 0), (1, 5), (3, 2), (5, 6), (4, 1)]
+        for s, j in fixed + hidden(8, lambda r: (r.randint(0, 7), r.randint(0, 12)), 1):
+            want = set(_expected.visible_keys(s, j))
             got_list = _pairs(fn(s, j))
             got = set(got_list)
             context = f"step {s}, position {j}"
@@ -139,15 +132,8 @@ def check_visible_keys(fn) -> str:
 
 
 # ---------------------------------------------------------------- exercise 3: the inverse offset map
-def _ref_draft_id(d2t, v):
-    for i, offset in enumerate(d2t):
-        if i + offset == v:
-            return i
-    return None
-
-
 def _d2t_cases():
-    g = torch.Generator().manual_seed(9)
+    g = torch.Generator().manual_seed(seed(9))
     out = [([0, 1, 1, 3], 9), ([2, 2, 4], 8), ([0, 0, 0], 3), ([5], 6)]
     for V, N in ((12, 5), (30, 9), (40, 37)):
         used = sorted(torch.randperm(V, generator=g)[:N].tolist())
@@ -164,7 +150,7 @@ def check_draft_id(fn) -> str:
             context = f"d2t {d2t}"
             inside = [i + o for i, o in enumerate(d2t)]
             for v in inside + [v for v in range(V) if v not in inside]:  # the draft vocabulary first
-                want = _ref_draft_id(d2t, v)
+                want = _expected.draft_id(d2t, v)
                 try:
                     got = fn(list(d2t), v)
                 except IndexError as e:
@@ -208,40 +194,3 @@ def check_draft_id(fn) -> str:
                 )
 
     return verdict("the inverse of the offset map", fn, cases)
-
-
-REFERENCE = {
-    "check_teacher_forcing": (2, letter_of(TF_OPTIONS, TF_RIGHT)),  # values: check_teacher_forcing(*answer)
-    "check_visible_keys": _ref_visible_keys,
-    "check_draft_id": _ref_draft_id,
-}
-
-WRONG = {
-    "check_teacher_forcing": [
-        (1, letter_of(TF_OPTIONS, TF_RIGHT)),
-        (3, letter_of(TF_OPTIONS, TF_RIGHT)),
-        *[(2, letter_of(TF_OPTIONS, text)) for text in TF_WRONG],
-        (2, "z"),
-    ],
-    "check_visible_keys": [
-        # every step causal over its own keys: the leak of other positions' chains
-        lambda s, j: [(t, i) for t in range(s + 1) for i in range(j + 1)],
-        # the true context up to the query's RoPE position j + s
-        lambda s, j: [(0, i) for i in range(j + s + 1)] + [(t, j) for t in range(1, s + 1)],
-        # its own key forgotten
-        lambda s, j: [(0, i) for i in range(j + 1)] + [(t, j) for t in range(1, s)],
-        # the chain named by RoPE position
-        lambda s, j: [(0, i) for i in range(j + 1)] + [(t, j + t) for t in range(1, s + 1)],
-        # the context strictly before j
-        lambda s, j: [(0, i) for i in range(j)] + [(t, j) for t in range(1, s + 1)],
-        # only the chain, no context
-        lambda s, j: [(t, j) for t in range(s + 1)],
-    ],
-    "check_draft_id": [
-        lambda d2t, v: d2t[v] if v < len(d2t) else None,  # reads d2t as a target -> draft table
-        lambda d2t, v: v - d2t[v],  # indexes the offsets by the target id
-        lambda d2t, v: _ref_draft_id(d2t, v) if _ref_draft_id(d2t, v) is not None else v,  # v itself
-        lambda d2t, v: next((i for i, o in enumerate(d2t) if o == v), None),  # offsets taken for ids
-        lambda d2t, v: next((i for i, o in enumerate(d2t) if i - o == v), None),  # the sign flipped
-    ],
-}

@@ -2,8 +2,7 @@
 Hand-written; the notebook imports them.
 
 Each checker prints and returns "correct", "incorrect" (with a hint) or "not attempted", and never raises.
-`REFERENCE` holds the reference solutions and `WRONG` plausible mistakes; tests/test_checks_common.py and
-tests/test_checks_ch12.py run every checker on both.
+The expected answers come from the teacher's reference solutions through `_expected` (see `_core`).
 """
 
 from __future__ import annotations
@@ -13,13 +12,17 @@ import torch
 from specdec_lib.checks._core import (
     _ICON,
     NOT_ATTEMPTED,
+    Answers,
     Incorrect,
     as_float,
     expect,
-    letter_of,
-    lettered,
+    hidden,
+    options_of,
+    seed,
     verdict,
 )
+
+_expected = Answers("ch12")
 
 
 def _close(a: float, b: float, tol: float = 1e-6) -> bool:
@@ -27,13 +30,17 @@ def _close(a: float, b: float, tol: float = 1e-6) -> bool:
 
 
 # ------------------------------------------- exercise 1 (chapters 02 and 12): the round model
-def _ref_round_model(tau, draft_ms, verify_ms, t1_ms):
-    kc = draft_ms / t1_ms  # drafting, in units of one plain decoding step
-    V = verify_ms / t1_ms - 1  # what verifying the tree costs beyond one plain step
-    return kc, V, tau / (1 + kc + V)
-
-
 _ROUNDS = [(2.3, 9.2, 10.5, 9.2), (5.8, 26.0, 17.0, 8.5), (1.0, 0.0, 9.0, 9.0), (3.9, 8.8, 13.6, 9.4)]
+
+
+def _random_round(rng):
+    t1 = round(rng.uniform(2, 20), 1)
+    return (
+        round(rng.uniform(1, 6), 2),
+        round(rng.uniform(0, 4 * t1), 1),
+        round(rng.uniform(1.05, 3) * t1, 1),
+        t1,
+    )
 
 
 def check_round_model(fn) -> str:
@@ -41,8 +48,8 @@ def check_round_model(fn) -> str:
     milliseconds per round and t1, the plain decoder's milliseconds per step."""
 
     def cases(fn):
-        for tau, d, v, t1 in _ROUNDS:
-            want = _ref_round_model(tau, d, v, t1)
+        for tau, d, v, t1 in _ROUNDS + hidden(8, _random_round, 1):
+            want = _expected.round_model(tau, d, v, t1)
             try:
                 got = [float(x) for x in fn(tau, d, v, t1)]
             except (TypeError, ValueError) as e:
@@ -61,13 +68,8 @@ def check_round_model(fn) -> str:
 
 
 # --------------------------- exercise 2 (chapters 03, 08 and 10): a sampled draft vs a deterministic pick
-def _ref_two_acceptances(p, q):
-    p, q = torch.as_tensor(p).double(), torch.as_tensor(q).double()
-    return float(torch.minimum(p, q).sum()), float(p[q.argmax()])
-
-
 def _prob_pairs():
-    g = torch.Generator().manual_seed(12)
+    g = torch.Generator().manual_seed(seed(12))
     pairs = [
         (
             torch.tensor([0.6, 0.3, 0.1]),
@@ -89,7 +91,7 @@ def check_two_acceptances(fn) -> str:
 
     def cases(fn):
         for p, q in _prob_pairs():
-            want = _ref_two_acceptances(p, q)
+            want = _expected.two_acceptances(p, q)
             try:
                 got = [float(x) for x in fn(p.clone(), q.clone())]
             except (TypeError, ValueError) as e:
@@ -113,10 +115,6 @@ def check_two_acceptances(fn) -> str:
 
 
 # ------------------------------------------- exercise 3 (chapters 02 and 12): the tau it would take
-def _ref_tau_needed(kc, V, speedup):
-    return speedup * (1 + kc + V)  # S = tau / (1 + kc + V), solved for tau
-
-
 # (kc, V, speedup): (kc, V) pairs measured in the committed benchmark (book/data/bench.json), a free
 # drafter, and a GPU-like pair with both costs small; speedups the table does not pair with them.
 _NEEDS = [
@@ -135,8 +133,13 @@ def check_tau_needed(fn) -> str:
     `speedup`."""
 
     def cases(fn):
-        for kc, V, s in _NEEDS:
-            want = _ref_tau_needed(kc, V, s)
+        extra = hidden(
+            8,
+            lambda r: (round(r.uniform(0, 4), 2), round(r.uniform(0, 1.5), 2), round(r.uniform(0.5, 4), 2)),
+            2,
+        )
+        for kc, V, s in _NEEDS + extra:
+            want = _expected.tau_needed(kc, V, s)
             got = as_float(fn(kc, V, s), "the tau needed")
             case = f"kc = {kc}, V = {V}, speedup {s}"
             misconceptions = (
@@ -159,15 +162,6 @@ def check_tau_needed(fn) -> str:
 
 
 # ----------------------------------- exercise 4 (chapters 01 and 12): where verification stops being free
-def _ref_free_budget(tokens_per_pass, ms, tolerance):
-    base, best = ms[0], tokens_per_pass[0]
-    for n, t in zip(tokens_per_pass, ms, strict=True):
-        if t > (1 + tolerance) * base:
-            break
-        best = n
-    return best
-
-
 _SWEEPS = [
     ([1, 2, 4, 8, 16, 32, 64], [7.0, 7.2, 7.5, 7.6, 8.9, 12.0, 20.0], 0.10),
     ([1, 2, 4, 8, 16, 32], [7.0, 7.9, 7.4, 7.6, 7.8, 9.0], 0.10),  # a noisy bump at 2 ends the free range
@@ -178,13 +172,21 @@ _SWEEPS = [
 ]
 
 
+def _random_sweep(rng):
+    sizes = [2**i for i in range(rng.randint(3, 8))]
+    ms = [round(rng.uniform(2, 9), 1)]
+    for _ in sizes[1:]:
+        ms.append(round(ms[-1] * rng.uniform(0.93, 1.3), 2))
+    return sizes, ms, rng.choice([0.05, 0.1, 0.2, 0.25])
+
+
 def check_free_budget(fn) -> str:
     """fn(tokens_per_pass, ms, tolerance) -> the largest tokens per pass up to which EVERY pass costs at most
     (1 + tolerance) x the cost of the first one (1 token); sizes ascending."""
 
     def cases(fn):
-        for sizes, ms, tol in _SWEEPS:
-            want = _ref_free_budget(sizes, ms, tol)
+        for sizes, ms, tol in _SWEEPS + hidden(8, _random_sweep, 3):
+            want = _expected.free_budget(sizes, ms, tol)
             got = fn(list(sizes), list(ms), tol)
             got = as_float(got, "the answer")
             case = f"sizes {sizes}, ms {ms}, tolerance {tol}"
@@ -202,16 +204,6 @@ def check_free_budget(fn) -> str:
 # ------------------------------------------- exercise 5 (chapters 02 and 04-12): draft passes per round
 FAMILY = ("chain", "tree", "medusa", "mtp-sequential", "eagle2", "dflash", "dflash2", "ngram")
 PASS_OPTIONS = ("0", "1", "depth")
-_PASSES = {
-    "chain": "depth",  # a draft model: one pass per drafted token
-    "tree": "depth",  # one pass per level, all nodes of the level at once
-    "medusa": "1",  # its heads run once per round, together, on the hidden state verification computed
-    "mtp-sequential": "depth",  # module k reads module k - 1's output
-    "eagle2": "depth",  # one drafter pass per tree level
-    "dflash": "1",  # the whole block in one pass
-    "dflash2": "1",  # still one pass; the walk over precomputed scores runs no network
-    "ngram": "0",  # a copy: no model at all
-}
 
 
 def check_draft_passes(answer=None) -> str:
@@ -228,7 +220,7 @@ def check_draft_passes(answer=None) -> str:
         expect(set(got) == set(FAMILY), f"give exactly these methods: {', '.join(FAMILY)}")
         for m, v in got.items():
             expect(v in PASS_OPTIONS, f"{m}: choose one of {PASS_OPTIONS}")
-        wrong = [m for m in FAMILY if got[m] != _PASSES[m]]
+        wrong = [m for m in FAMILY if not _expected.right(f"passes.{m}", got[m])]
         hints = {
             "medusa": "Medusa's heads are a small network run once per round, all together, on the hidden "
             "state the target's verify pass already computed: one drafter pass (not 0: the heads do run; not "
@@ -249,43 +241,20 @@ def check_draft_passes(answer=None) -> str:
 
 
 # ------------------------------------------------ exercise 6 (chapters 03-11): which rules are lossless
-_LOSSLESS_WHY = {  # option text -> (lossless?, why)
-    "EAGLE-2's deterministic top-k children, verified by chapter 04's tree rule (q = None)": (
-        True,
-        "a point mass is a distribution too: accepted with p(x), removed from the residual (chapter 04)",
-    ),
-    "Medusa's heads, verified with typical acceptance instead of chapter 03's rule": (
-        False,
-        "typical acceptance accepts tokens by a threshold on the target's probability: the course's one "
-        "opt-in lossy rule (chapter 05)",
-    ),
-    "DFlash rows, each drawn from its own q_t, with that q_t handed to verification": (
-        True,
-        "each row is judged with the q it was drawn from, conditioned on the rows before (chapter 10)",
-    ),
-    "a drafter sampling at T = 1 that hands verification its q reshaped to T = 0.7": (
-        False,
-        "the rule needs the q the token was actually drawn from, not a reshaped one (chapter 03; chapter 11, "
-        "section 3)",
-    ),
-    "prompt lookup's copied tokens, verified as deterministic picks (q = None)": (
-        True,
-        "copies are deterministic picks, like EAGLE-2's children",
-    ),
-    "a chain kept while a fresh draw from the target equals it; that draw emitted at a miss": (
-        True,
-        "what is emitted at each position is always a draw from the target itself: the draft only decides "
-        "how many such draws one pass can confirm",
-    ),
-    "top-p 0.9 applied to the drafter's q only, the target's p verified unfiltered": (
-        False,
-        "the sampling controls are applied to the TARGET before verification; what law does an "
-        "unfiltered p produce? (chapters 01 and 03)",
-    ),
-}
-_TEXTS = list(_LOSSLESS_WHY)
-LOSSLESS_OPTIONS = lettered("ch12-ex6", _TEXTS[0], _TEXTS[1:])  # the order comes from a hash of the texts
-_LOSSLESS = {letter_of(LOSSLESS_OPTIONS, t) for t, (lossless, _) in _LOSSLESS_WHY.items() if lossless}
+# The options, in the order of their letters (`options_of` orders them by a hash); which ones are lossless,
+# and why, are in the teacher's package (answers.json has their digests).
+LOSSLESS_OPTIONS = options_of(
+    "ch12-ex6",
+    [
+        "EAGLE-2's deterministic top-k children, verified by chapter 04's tree rule (q = None)",
+        "prompt lookup's copied tokens, verified as deterministic picks (q = None)",
+        "a chain kept while a fresh draw from the target equals it; that draw emitted at a miss",
+        "DFlash rows, each drawn from its own q_t, with that q_t handed to verification",
+        "top-p 0.9 applied to the drafter's q only, the target's p verified unfiltered",
+        "Medusa's heads, verified with typical acceptance instead of chapter 03's rule",
+        "a drafter sampling at T = 1 that hands verification its q reshaped to T = 0.7",
+    ],
+)
 
 
 def check_lossless(answer=None) -> str:
@@ -302,62 +271,11 @@ def check_lossless(answer=None) -> str:
         except TypeError as e:
             raise Incorrect("answer with a set of letters, e.g. {'a', 'b'}") from e
         expect(got <= set(LOSSLESS_OPTIONS), f"use letters among {sorted(LOSSLESS_OPTIONS)}")
-        hints = {letter: _LOSSLESS_WHY[text][1] for letter, text in LOSSLESS_OPTIONS.items()}
-        extra, missing = sorted(got - _LOSSLESS), sorted(_LOSSLESS - got)
-        expect(not extra, f"({extra[0]}) is not lossless — {hints[extra[0]]}" if extra else "")
-        expect(not missing, f"({missing[0]}) is lossless — {hints[missing[0]]}" if missing else "")
+        wrong = [x for x in LOSSLESS_OPTIONS if not _expected.right(f"lossless.{x}", x in got)]
+        extra, missing = [x for x in wrong if x in got], [x for x in wrong if x not in got]
+        for letters, verdict_text in ((extra, "is not lossless"), (missing, "is lossless")):
+            if letters:
+                x = letters[0]
+                expect(False, f"({x}) {verdict_text} — {_expected.hint(f'lossless.{x}', x in got)}")
 
     return verdict(name, answer, cases)
-
-
-REFERENCE = {
-    "check_round_model": _ref_round_model,
-    "check_two_acceptances": _ref_two_acceptances,
-    "check_tau_needed": _ref_tau_needed,
-    "check_free_budget": _ref_free_budget,
-    "check_draft_passes": dict(_PASSES),
-    "check_lossless": set(_LOSSLESS),
-}
-
-
-WRONG = {
-    "check_round_model": [
-        lambda tau, d, v, t1: (d / t1, v / t1, tau / (1 + d / t1 + v / t1)),  # V without the -1
-        lambda tau, d, v, t1: (d / v, v / t1 - 1, tau / (1 + d / v + v / t1 - 1)),  # kc in units of verify
-        lambda tau, d, v, t1: (d / t1, v / t1 - 1, tau / (d / t1 + v / t1 - 1)),  # forgot the plain step
-    ],
-    "check_two_acceptances": [
-        lambda p, q: (float((p * q).sum()), float(p[q.argmax()])),
-        lambda p, q: (float(torch.minimum(p, q).sum()), float(q.max())),
-        lambda p, q: (float(torch.minimum(p, q).sum()), float(min(1.0, p[q.argmax()] / q.max()))),
-    ],
-    "check_tau_needed": [
-        lambda kc, V, s: s * (kc + V),  # forgot the plain step
-        lambda kc, V, s: s * (1 + V),  # drafting taken as free
-        lambda kc, V, s: s / (1 + kc + V),  # the model applied forwards, not solved for tau
-        lambda kc, V, s: 1 + kc + V,  # break-even whatever the speedup asked for
-    ],
-    "check_free_budget": [
-        lambda sizes, ms, tol: max(n for n, t in zip(sizes, ms, strict=True) if t <= (1 + tol) * ms[0]),
-        lambda sizes, ms, tol: next(  # compares each pass with the one before it
-            (sizes[i - 1] for i in range(1, len(ms)) if ms[i] > (1 + tol) * ms[i - 1]), sizes[-1]
-        ),
-        lambda sizes, ms, tol: next(  # strict: a pass exactly at the tolerance is already "too costly"
-            (sizes[i - 1] for i in range(1, len(ms)) if ms[i] >= (1 + tol) * ms[0]), sizes[-1]
-        ),
-    ],
-    "check_draft_passes": [
-        {**_PASSES, "medusa": "depth"},
-        {**_PASSES, "medusa": "0"},  # "no extra target pass" is not "no drafter pass"
-        {**_PASSES, "dflash": "depth", "dflash2": "depth"},
-        {**_PASSES, "dflash2": "depth"},
-        {**_PASSES, "ngram": "1"},
-        {**_PASSES, "eagle2": "1"},
-        {m: v for m, v in _PASSES.items() if m != "tree"},
-    ],
-    "check_lossless": [
-        *(_LOSSLESS | {letter} for letter in sorted(set(LOSSLESS_OPTIONS) - _LOSSLESS)),  # one lossy too many
-        *(_LOSSLESS - {letter} for letter in sorted(_LOSSLESS)),  # one lossless missed
-        {letter_of(LOSSLESS_OPTIONS, _TEXTS[2])},
-    ],
-}

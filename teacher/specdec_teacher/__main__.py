@@ -1,0 +1,5 @@
+import sys
+
+from specdec_teacher import main
+
+sys.exit(main())

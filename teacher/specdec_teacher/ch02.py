@@ -1,0 +1,90 @@
+"""Chapter 02's reference solutions and planted mistakes (the teacher's side of specdec_lib/checks/ch02.py)."""
+
+from __future__ import annotations
+
+# --------------------------------------------------------------------------------------- references
+
+
+def expected_tau(alpha, k):
+    """Expected tokens per round with i.i.d. acceptance alpha and k drafts: 1 + alpha + ... + alpha**k."""
+    if alpha == 1:
+        return float(k + 1)
+    return (1 - alpha ** (k + 1)) / (1 - alpha)
+
+
+def greedy_accept(draft_tokens, target_argmax):
+    """(accepted drafts, the target's next token): the longest matching prefix, then target_argmax[a]."""
+    a = 0
+    while a < len(draft_tokens) and draft_tokens[a] == target_argmax[a]:
+        a += 1
+    return a, target_argmax[a]
+
+
+def pooled_alpha(accepted, drafted):
+    """Accepted draft positions / tested draft positions (a round tests min(a + 1, d) positions)."""
+    return sum(accepted) / sum(min(a + 1, d) for a, d in zip(accepted, drafted))
+
+
+def predicted_speedup(alpha, k, c, V):
+    """S = tau / (1 + k c + V): k draft passes of cost c, one target pass over k + 1 tokens of cost 1 + V."""
+    return expected_tau(alpha, k) / (1 + k * c + V)
+
+
+def best_k(alpha, c, V=0.0):
+    """The k in 1..16 with the largest predicted speedup (the smallest on a tie)."""
+    return max(range(1, 17), key=lambda k: predicted_speedup(alpha, k, c, V))
+
+
+def speedup_table(alpha, c, V=0.0):
+    """The predicted speedup of every k in 1..16 (best_k's hint shows two of them)."""
+    return [predicted_speedup(alpha, k, c, V) for k in range(1, 17)]
+
+
+REFERENCE = {
+    "check_expected_tau": expected_tau,
+    "check_greedy_accept": greedy_accept,
+    "check_pooled_alpha": pooled_alpha,
+    "check_speedup_model": predicted_speedup,
+    "check_best_k": best_k,
+}
+
+WRONG = {
+    "check_expected_tau": [
+        lambda alpha, k: (1 - alpha**k) / (1 - alpha) if alpha < 1 else k,  # forgets the target's token
+        lambda alpha, k: 1 + k * alpha,  # linear: ignores that a rejection ends the round
+        lambda alpha, k: (1 - alpha ** (k + 1)) / (1 - alpha),  # divides by zero at alpha = 1
+        lambda alpha, k: 1 / (1 - alpha) if alpha < 1 else k + 1,  # the k -> infinity limit
+    ],
+    "check_greedy_accept": [
+        lambda d, g: (sum(x == y for x, y in zip(d, g)), g[sum(x == y for x, y in zip(d, g))]),  # any match
+        lambda d, g: (
+            greedy_accept(d, g)[0],
+            d[greedy_accept(d, g)[0]] if greedy_accept(d, g)[0] < len(d) else g[-1],
+        ),
+        lambda d, g: (greedy_accept(d, g)[0], g[max(0, greedy_accept(d, g)[0] - 1)]),  # off by one
+        lambda d, g: (greedy_accept(d, g)[0], g[-1]),  # always the last row
+    ],
+    "check_pooled_alpha": [
+        lambda acc, dr: sum(acc) / sum(dr),  # counts untested drafts as failures
+        lambda acc, dr: sum(acc) / sum(a + 1 for a in acc),  # ignores rounds that accepted everything
+        lambda acc, dr: sum(a / d for a, d in zip(acc, dr) if d) / sum(1 for d in dr if d),  # mean of ratios
+    ],
+    "check_speedup_model": [
+        lambda alpha, k, c, V: expected_tau(alpha, k) / (1 + c + V),  # one draft pass per round
+        lambda alpha, k, c, V: expected_tau(alpha, k) / (k * c + V),  # forgets the target pass
+        lambda alpha, k, c, V: (k + 1) / (1 + k * c + V),  # as if every draft were accepted
+        lambda alpha, k, c, V: expected_tau(alpha, k) / (1 + k * c),  # ignores the verification cost
+    ],
+    "check_best_k": [
+        lambda alpha, c, V=0.0: 16,  # the longest draft: maximises tau, not speed
+        lambda alpha, c, V=0.0: max(
+            range(16), key=lambda i: predicted_speedup(alpha, i + 1, c, V)
+        ),  # an index
+        lambda alpha, c, V=0.0: max(
+            range(1, 16), key=lambda k: predicted_speedup(alpha, k, c, V)
+        ),  # stops at 15
+        lambda alpha, c, V=0.0: max(
+            range(1, 17), key=lambda k: predicted_speedup(alpha, k, c, 0.0)
+        ),  # drops V
+    ],
+}

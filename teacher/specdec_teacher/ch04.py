@@ -1,0 +1,155 @@
+"""Chapter 04's reference solutions and planted mistakes (the teacher's side of specdec_lib/checks/ch04.py)."""
+
+from __future__ import annotations
+
+import torch
+
+from specdec_lib.checks.ch04 import MSS_P
+
+
+def _depths(parents: list[int]) -> list[int]:
+    depth = []
+    for parent in parents:
+        depth.append(1 if parent < 0 else depth[parent] + 1)
+    return depth
+
+
+def _path(parents: list[int], node: int) -> list[int]:
+    path = []
+    while node >= 0:
+        path.append(node)
+        node = parents[node]
+    return path[::-1]
+
+
+def ancestor_mask(parents):
+    mask = torch.eye(len(parents), dtype=torch.bool)
+    for i, parent in enumerate(parents):
+        if parent >= 0:
+            mask[i] |= mask[parent]  # the parent's row is complete: parents come first
+    return mask
+
+
+def positions(parents, prefix_len):
+    return [prefix_len] + [prefix_len + d for d in _depths(parents)]
+
+
+def kept_slots(parents, accepted_node, prefix_len):
+    return list(range(prefix_len + 1)) + [prefix_len + 1 + i for i in _path(parents, accepted_node)]
+
+
+def greedy_walk(tokens, parents, argmax):
+    path, node = [], -1
+    while True:
+        want = argmax[node + 1]
+        nxt = next((c for c, par in enumerate(parents) if par == node and tokens[c] == want), None)
+        if nxt is None:
+            return path, want
+        path.append(nxt)
+        node = nxt
+
+
+REFERENCE = {
+    "check_ancestor_mask": ancestor_mask,
+    "check_positions": positions,
+    "check_kept_slots": kept_slots,
+    "check_greedy_walk": greedy_walk,
+    "check_mss_example": (0.4, 0.3, (0.0, 0.0, 2 / 3, 1 / 3)),  # values: check_mss_example(*answer)
+}
+
+# value questions: key -> (right answer, decimals of its tolerance, [(known wrong answer, its hint)])
+VALUES = {
+    "mss.a": (0.4, 3, []),
+    "mss.b": (
+        0.3,
+        3,
+        [
+            (
+                0.5,
+                "0.5 is the chance B is accepted once A has been rejected; multiply by the chance of that rejection",
+            ),
+            (
+                0.18,
+                "after rejecting A, P is updated to the residual norm(max(0, P - point mass on A)) before B is tried",
+            ),
+        ],
+    ),
+    "mss.correction": (
+        (0.0, 0.0, 2 / 3, 1 / 3),
+        3,
+        [(MSS_P, "the correction is drawn from the updated P, not from the original p")],
+    ),
+}
+
+
+def _parent_only_mask(parents):
+    mask = torch.eye(len(parents), dtype=torch.bool)
+    for i, parent in enumerate(parents):
+        if parent >= 0:
+            mask[i, parent] = True
+    return mask
+
+
+def _first_child_walk(tokens, parents, argmax):
+    path, node = [], -1
+    while True:
+        kids = [c for c, par in enumerate(parents) if par == node]
+        if not kids or tokens[kids[0]] != argmax[node + 1]:
+            return path, argmax[node + 1]
+        path.append(kids[0])
+        node = kids[0]
+
+
+def _flat_index_walk(tokens, parents, argmax):  # chain thinking: compare node i with row i
+    a = 0
+    while a < len(tokens) and tokens[a] == argmax[a]:
+        a += 1
+    return list(range(a)), argmax[a]
+
+
+def _root_row_walk(tokens, parents, argmax):  # always compares with the root's argmax
+    path, node = [], -1
+    while True:
+        nxt = next((c for c, par in enumerate(parents) if par == node and tokens[c] == argmax[0]), None)
+        if nxt is None:
+            return path, argmax[node + 1]
+        path.append(nxt)
+        node = nxt
+
+
+WRONG = {
+    "check_ancestor_mask": [
+        _parent_only_mask,  # only the parent, not the grandparents
+        lambda parents: ancestor_mask(parents).T,  # descendants instead of ancestors
+        lambda parents: torch.ones(len(parents), len(parents)).tril().bool(),  # plain causal
+        lambda parents: ancestor_mask(parents) & ~torch.eye(len(parents), dtype=torch.bool),  # no self
+        lambda parents: ancestor_mask(parents) | ancestor_mask(parents).T,  # symmetric
+    ],
+    "check_positions": [
+        lambda parents, L: list(range(L, L + len(parents) + 1)),  # the flattened index
+        lambda parents, L: [L + d for d in _depths(parents)],  # forgets the root
+        lambda parents, L: [L] + [L + d + 1 for d in _depths(parents)],  # off by one
+        lambda parents, L: [0] + _depths(parents),  # forgets the prefix
+    ],
+    "check_kept_slots": [
+        lambda parents, node, L: list(range(L + 1 + len(_path(parents, node)))),  # a chain's crop
+        lambda parents, node, L: list(range(L)) + [L + 1 + i for i in _path(parents, node)],  # drops the root
+        lambda parents, node, L: list(range(L + 1)) + [L + i for i in _path(parents, node)],  # off by one
+        lambda parents, node, L: list(range(L + 1)) + [L + 1 + i for i in _path(parents, node)][::-1],
+        lambda parents, node, L: list(range(L + 1)) + ([L + 1 + node] if node >= 0 else []),  # no ancestors
+    ],
+    "check_greedy_walk": [
+        _first_child_walk,
+        _flat_index_walk,
+        _root_row_walk,
+        lambda tokens, parents, argmax: ([], argmax[0]),  # never accepts
+    ],
+    "check_mss_example": [
+        (0.4, 0.5, (0.0, 0.0, 2 / 3, 1 / 3)),  # conditional instead of joint
+        (0.4, 0.18, (0.0, 0.0, 2 / 3, 1 / 3)),  # no residual update
+        (0.4, 0.3, (0.0, 0.0, 0.2, 0.1)),  # correction not normalised
+        (0.4, 0.3, MSS_P),  # correction from the original p
+        (0.6, 0.3, (0.0, 0.0, 2 / 3, 1 / 3)),  # rejection probability for A
+        ("0.4?", 0.3, (0.0, 0.0, 2 / 3, 1 / 3)),  # not a number
+    ],
+}
