@@ -46,6 +46,9 @@ EXPORTS = {
         "TreeDraftProposer",
         "first_token_law",
         "verify_tree",
+        "acceptance_of",
+        "kseq_rho",
+        "verify_tree_kseq",
     ],
     "medusa": [
         "ResBlock",
@@ -55,6 +58,7 @@ EXPORTS = {
         "head_accuracy",
         "medusa_choices",
         "MedusaProposer",
+        "ancestors",
         "typical_verifier",
         "load_medusa",
     ],
@@ -106,6 +110,8 @@ EXPORTS = {
         "reliability",
         "fit_greedy_temperature",
         "rerank",
+        "Siblings",
+        "EAGLE2_MODES",
         "Eagle2Proposer",
     ],
     "eagle3": [

@@ -6,6 +6,8 @@ __all__ = [
     "reliability",
     "fit_greedy_temperature",
     "rerank",
+    "Siblings",
+    "EAGLE2_MODES",
     "Eagle2Proposer",
 ]
 
@@ -14,7 +16,7 @@ __all__ = [
 import torch
 
 from specdec_lib import hf
-from specdec_lib.autoregressive import check_int
+from specdec_lib.autoregressive import check_int, process_logits, sample_token
 from specdec_lib.eagle import EagleDrafter, FeatureTreeProposer, drafting_steps
 from specdec_lib.speculative import DraftTree
 
@@ -72,27 +74,60 @@ def rerank(scores, parents, total_tokens: int) -> list[int]:
 
 
 # %% notebooks/08_eagle2.ipynb [e8-014]
+class Siblings:
+    """The children of one node, in the order the verifier tries them, each drawn only when needed.
+
+    `scores[j]` is what slot j is worth BEFORE it is drawn: the j-th largest log-probability of the
+    node's distribution (the same number whichever token the draw then gives). `take(j)` returns slot
+    j's token and its q row, drawing slots 0 .. j in order on first use:
+    - q None (greedy, or mode "topk"): slot j is the rank-j token of `logp`, a point mass;
+    - else slot j is drawn from q with the earlier slots' tokens zeroed and renormalised, and that
+      adjusted distribution is its q row (chapter 04's draws without replacement).
+    Ranking slots, never drawn tokens, is what keeps a re-ranked sampled tree exact (section 3)."""
+
+    def __init__(self, logp: torch.Tensor, q: torch.Tensor | None, k: int, generator=None):
+        top = logp.topk(min(k, logp.numel()))
+        possible = top.values > float("-inf")  # a token q cannot draw is no slot
+        self.scores, self.ranked = top.values[possible].tolist(), top.indices[possible].tolist()
+        self.q, self.generator, self.tokens, self.rows = q, generator, [], []
+        self.left = None if q is None else q.clone()
+
+    def take(self, j: int):
+        while len(self.tokens) <= j:
+            if self.q is None:
+                self.tokens.append(self.ranked[len(self.tokens)])
+                continue
+            self.rows.append(self.left / self.left.sum())
+            self.tokens.append(sample_token(self.rows[-1], self.generator))
+            self.left[self.tokens[-1]] = 0  # no repeats: the next sibling is drawn from what is left
+        return self.tokens[j], None if self.q is None else self.rows[j]
+
+
+EAGLE2_MODES = ("without_replacement", "topk")
+
+
 class Eagle2Proposer(FeatureTreeProposer):
     """EAGLE-2: the same drafter, a dynamic tree grown where the drafter is confident.
 
-    Depth 1: the root's top_k children, each scored with its log-probability. Then, `depth - 1` times,
-    ONE drafter pass over the frontier (k nodes), the top_k children of each, cumulative score = the
-    parent's score + the child's log-probability; all k^2 candidates are recorded and the k with the
-    best cumulative scores become the next frontier. Finally the `total_tokens` best recorded nodes form
-    the tree (`rerank`).
+    Every node offers `top_k` child slots, slot j worth the node's score plus the j-th largest
+    log-probability of the drafter there (`Siblings`). Depth 1: the root's slots. Then, `depth - 1`
+    times, ONE drafter pass over the frontier (k nodes), whose k^2 child slots are all recorded, and the
+    k best cumulative scores become the next frontier. Finally the `total_tokens` best recorded slots
+    form the tree (`rerank`); only then are the remaining kept slots drawn.
 
-    The scores are log-probabilities of the drafter at a temperature: when sampling, the sampling
-    temperature (the drafter was trained to match the target's T = 1 distribution, and a deterministic
-    pick tried first is accepted with the target's probability); when greedy, `greedy_temperature`,
-    fitted so that confidence matches greedy acceptance (`fit_greedy_temperature`). Only the tree's
-    shape depends on it, never the output.
+    How a slot is filled (`mode`): greedily, or with mode="topk", by the drafter's rank-j token, a
+    deterministic pick (q = None: a point mass, accepted with the target's probability P(x)). When
+    sampling with mode="without_replacement" (the default), by the j-th draw without replacement from
+    the drafter's processed distribution (temperature, top-k and top-p as the target's), with its
+    sibling-adjusted q: accepted with probability min(1, P(x) / q(x)), far more at a broad target.
+    Slots are ranked by what is known before their draw, so the re-rank never looks at a drawn token:
+    lossless at any temperature (section 3 shows the naive re-rank that is not).
 
+    The greedy scores are log-probabilities at `greedy_temperature`, fitted so that confidence matches
+    greedy acceptance (`fit_greedy_temperature`); when sampling, at the sampling temperature (the
+    drafter was trained on the target's T = 1 distribution). Only the tree's shape depends on them.
     Defaults (16 nodes, depth 8, top_k 4) are the official Qwen3 script's depth and width at our budget;
-    on 50 validation prompts depth 8 beat depth 6 and top_k 3..8 were within 1%.
-
-    Every node is a deterministic pick (q = None): chapter 04's verify_tree treats it as a point mass,
-    accepting it with the target's probability P(x) and zeroing it out of the residual. Lossless at any
-    temperature, and the tree's shape changes from round to round."""
+    on 50 validation prompts depth 8 beat depth 6 and top_k 3..8 were within 1%."""
 
     def __init__(
         self,
@@ -101,6 +136,7 @@ class Eagle2Proposer(FeatureTreeProposer):
         depth: int = 8,
         top_k: int = 4,
         greedy_temperature: float = 1.0,
+        mode: str = "without_replacement",
     ):
         for name, value in (("total_tokens", total_tokens), ("depth", depth), ("top_k", top_k)):
             check_int(name, value)
@@ -108,13 +144,19 @@ class Eagle2Proposer(FeatureTreeProposer):
             raise ValueError(f"top_k = {top_k} is more than the vocabulary ({drafter.vocab})")
         if not (isinstance(greedy_temperature, (int, float)) and 0 < greedy_temperature < float("inf")):
             raise ValueError(f"greedy_temperature must be a positive number, got {greedy_temperature!r}")
-        super().__init__(drafter, mode="topk")  # chapter 07's drafter side; every child a top-k pick
+        if mode not in EAGLE2_MODES:
+            raise ValueError(f"EAGLE-2's mode must be one of {EAGLE2_MODES}, got {mode!r}")
+        super().__init__(drafter, mode)  # chapter 07's drafter side
         self.total_tokens, self.depth, self.top_k = total_tokens, depth, top_k
         self.greedy_temperature = float(greedy_temperature)
 
-    def start(self, target, prompt_ids, sampling, generator, features):
-        super().start(target, prompt_ids, sampling, generator, features)
-        self.score_temperature = self.greedy_temperature if sampling.greedy else sampling.temperature
+    def siblings(self, logits: torch.Tensor) -> Siblings:
+        """The child slots of a node whose drafter logits are `logits` [V]."""
+        if self.sampling.greedy or self.mode == "topk":
+            t = self.greedy_temperature if self.sampling.greedy else self.sampling.temperature
+            return Siblings(torch.log_softmax(logits / t, -1), None, self.top_k)
+        q = process_logits(logits, self.sampling)  # exactly what the draws come from
+        return Siblings(q.log(), q, self.top_k, self.generator)
 
     @torch.no_grad()
     def propose(self, tokens, max_depth):
@@ -123,29 +165,40 @@ class Eagle2Proposer(FeatureTreeProposer):
         if h is None:
             return None
         n, k, self.fed = len(tokens) - 1, self.top_k, []
-        t = self.score_temperature
-        logp = torch.log_softmax(self.drafter.logits(h[0]) / t, -1)
-        top = logp.topk(k)
-        node_tokens, parents = top.indices.tolist(), [-1] * k  # every recorded candidate
-        scores, local = top.values.tolist(), top.values.tolist()  # cumulative / own log-probability
-        frontier, out_of = list(range(k)), {-1: h[0]}
+        kids = {-1: self.siblings(self.drafter.logits(h[0]))}  # node -> its child slots
+        parents, ranks = [-1] * len(kids[-1].scores), list(range(len(kids[-1].scores)))  # every slot
+        scores = kids[-1].scores[:]  # cumulative: the parent's score + the slot's own
+        frontier, out_of = list(range(len(scores)))[:k], {-1: h[0]}
+
+        def token(i):  # slot i's token, drawn on first use
+            return kids[parents[i]].take(ranks[i])[0]
+
         for d in range(2, depth + 1):  # expand the frontier (depth d - 1 nodes) into depth d
             feats = torch.stack([out_of[parents[i]] for i in frontier])
-            outs = self.feed(node_tokens, parents, frontier, feats, n + d - 2)
+            drawn = {i: token(i) for i in frontier}  # the frontier's draws, before its pass
+            outs = self.feed(drawn, parents, frontier, feats, n + d - 2)
             out_of.update(zip(frontier, outs))
-            child = torch.log_softmax(self.drafter.logits(outs) / t, -1).topk(k)  # [k, k]
-            cumulative = torch.tensor([scores[i] for i in frontier])[:, None] + child.values.cpu()
-            first = len(node_tokens)
-            node_tokens += child.indices.flatten().tolist()
-            parents += [i for i in frontier for _ in range(k)]
-            scores += cumulative.flatten().tolist()
-            local += child.values.flatten().tolist()
-            frontier = [first + int(j) for j in cumulative.flatten().topk(k).indices]
+            first, logits = len(scores), self.drafter.logits(outs)
+            for r, i in enumerate(frontier):
+                kids[i] = self.siblings(logits[r])
+                parents += [i] * len(kids[i].scores)
+                ranks += range(len(kids[i].scores))
+                scores += [scores[i] + s for s in kids[i].scores]
+            if len(scores) == first:
+                break
+            frontier = [
+                first + int(j) for j in torch.tensor(scores[first:]).topk(min(k, len(scores) - first)).indices
+            ]
         chosen = rerank(scores, parents, self.total_tokens)
-        self.confidence = torch.tensor([local[i] for i in chosen]).exp()
+        taken = [kids[parents[i]].take(ranks[i]) for i in chosen]  # the kept slots not drawn yet, now
+        q = None if taken[0][1] is None else torch.stack([row for _, row in taken])
+        if q is None:  # the drafter's probability of each node given its parent
+            self.confidence = torch.tensor([kids[parents[i]].scores[ranks[i]] for i in chosen]).exp()
+        else:
+            self.confidence = torch.stack([kids[parents[i]].q[t] for i, (t, _) in zip(chosen, taken)])
         self.scores = torch.tensor([scores[i] for i in chosen])
         return DraftTree(
-            tokens.new_tensor([node_tokens[i] for i in chosen]),
+            tokens.new_tensor([t for t, _ in taken]),
             DraftTree.renumber(parents, chosen).to(tokens.device),
-            None,
+            q,
         )

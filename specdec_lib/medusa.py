@@ -9,6 +9,7 @@ __all__ = [
     "head_accuracy",
     "medusa_choices",
     "MedusaProposer",
+    "ancestors",
     "typical_verifier",
     "load_medusa",
 ]
@@ -22,8 +23,10 @@ import torch
 from torch import nn
 
 from specdec_lib import hf
+from specdec_lib.autoregressive import process_logits
 from specdec_lib.speculative import DraftTree, Proposer
 from specdec_lib.training import train_on_frozen_target
+from specdec_lib.trees import draw_children
 
 
 # %% notebooks/05_medusa.ipynb [c006]
@@ -176,14 +179,19 @@ class MedusaProposer(Proposer):
     the target. The hidden state at the last kept position (the one whose LM-head output chose the
     pending token) arrives with each verification, through the engine's `feature_layers`.
 
-    Depth d of the tree holds head d's top guesses; a node's token depends on its rank, not on its
-    parent's token (Medusa heads all read the same h_t): a sparse Cartesian product of the heads'
-    top lists. Every node is a deterministic pick (q = None), so the engine's lossless verifiers treat
-    it as a point mass."""
+    Depth d of the tree holds head d's guesses; a node's token depends on its place among its
+    siblings, not on its parent's token (Medusa heads all read the same h_t): a sparse Cartesian
+    product of the heads' lists. Greedily, or with mode="topk", the list is each head's top tokens and
+    every node a deterministic pick (q = None: a point mass). When sampling with
+    mode="without_replacement" (the default), head d's list is drawn without replacement from its
+    processed distribution (temperature, top-k, top-p as the target's), and the j-th child of every
+    depth-(d - 1) node is the list's j-th token with its sibling-adjusted q. One list serves all
+    parents exactly: head d's draws do not depend on the tokens above them, and the verifier looks at
+    the children of one parent only."""
 
     feature_layers = (-1,)
 
-    def __init__(self, heads: MedusaHeads, choices):
+    def __init__(self, heads: MedusaHeads, choices, mode: str = "without_replacement"):
         choices = sorted({tuple(int(r) for r in c) for c in choices}, key=lambda c: (len(c), c))
         if not choices:
             raise ValueError("choices must name at least one node, e.g. [(0,), (0, 0)]")
@@ -194,14 +202,28 @@ class MedusaProposer(Proposer):
                 raise ValueError(f"choice {c} is deeper than the {heads.num_heads} heads")
             if len(c) > 1 and c[:-1] not in choices:
                 raise ValueError(f"choice {c} has no parent {c[:-1]} in the tree")
-        self.heads, self.choices = heads, choices
+        if mode not in ("without_replacement", "topk"):
+            raise ValueError(f"Medusa's mode must be 'without_replacement' or 'topk', got {mode!r}")
+        self.heads, self.choices, self.mode = heads, choices, mode
         self.top = 1 + max(r for c in choices for r in c)
         self.node_of = {c: i for i, c in enumerate(choices)}
         self.parents = torch.tensor([self.node_of[c[:-1]] if len(c) > 1 else -1 for c in choices])
         self.depths = torch.tensor([len(c) for c in choices])
+        # A node's place among its parent's children (choices are sorted, so siblings come by rank): what
+        # it takes from its head's list when sampling, where the list has no gaps.
+        seen: dict[tuple, int] = {}
+        self.place = []
+        for c in choices:
+            self.place.append(seen.get(c[:-1], 0))
+            seen[c[:-1]] = self.place[-1] + 1
+        deepest = max(len(c) for c in choices)  # head d's list needs as many draws as its widest node
+        self.width = [
+            1 + max(p for p, c in zip(self.place, choices) if len(c) == d) for d in range(1, deepest + 1)
+        ]
 
     def start(self, target, prompt_ids, sampling, generator, features):
         self.check_vocab("Medusa heads", self.heads.vocab, target)
+        self.sampling, self.generator = sampling, generator
         prefix = features[-1]  # [len(prompt) - 1, d]: empty for a 1-token prompt, so nothing to draft from
         self.h = prefix[-1] if len(prefix) else None
 
@@ -209,20 +231,35 @@ class MedusaProposer(Proposer):
     def propose(self, tokens, max_depth):
         if self.h is None or max_depth < 1:
             return None
-        guesses = self.heads(self.h).topk(self.top, -1).indices  # [K, top]: each head's best tokens
+        logits = self.heads(self.h)  # [K, V]: every head at once
         self.forwards += 1
-        keep = self.depths <= max_depth
-        if not keep.all():  # near max_new_tokens: only the shallow part (parents stay before children)
-            idx = keep.nonzero().flatten()
-            parents = DraftTree.renumber(self.parents, idx)
-            choices = [self.choices[int(o)] for o in idx]
-        else:
-            parents, choices = self.parents, self.choices
-        node_tokens = torch.stack([guesses[len(c) - 1, c[-1]] for c in choices])
-        return DraftTree(node_tokens.to(tokens.device), parents.to(tokens.device), None)
+        if self.sampling.greedy or self.mode == "topk":
+            guesses = logits.topk(self.top, -1).indices  # [K, top]: each head's best tokens
+            slot, q = [c[-1] for c in self.choices], None
+        else:  # each head's list, drawn without replacement (none for heads below max_depth)
+            dists = process_logits(logits[: min(len(self.width), max_depth)], self.sampling)
+            lists = [draw_children(q, q, w, self.mode, self.generator) for q, w in zip(dists, self.width)]
+            guesses, slot = [t for t, _ in lists], self.place
+            q = [rows for _, rows in lists]  # q[d - 1][j]: the law of head d's j-th draw
+        # Keep the nodes within max_depth whose slot exists (a head's list is shorter when its
+        # processed distribution has fewer tokens), parents before children.
+        keep = [
+            i for i, c in enumerate(self.choices)
+            if len(c) <= max_depth and slot[i] < len(guesses[len(c) - 1])
+        ]  # fmt: skip
+        keep = [i for i in keep if all(self.node_of[c] in keep for c in ancestors(self.choices[i]))]
+        node_tokens = torch.stack([guesses[len(self.choices[i]) - 1][slot[i]] for i in keep])
+        rows = None if q is None else torch.stack([q[len(self.choices[i]) - 1][slot[i]] for i in keep])
+        parents = DraftTree.renumber(self.parents, keep)
+        return DraftTree(node_tokens.to(tokens.device), parents.to(tokens.device), rows)
 
     def update(self, tokens, verdict):
         self.h = verdict.features[-1][-1]  # the last kept position: its LM head chose the new pending token
+
+
+def ancestors(choice: tuple) -> list[tuple]:
+    """The rank paths above a Medusa node: (1, 0, 2) -> [(1,), (1, 0)]."""
+    return [choice[:d] for d in range(1, len(choice))]
 
 
 # %% notebooks/05_medusa.ipynb [c044]

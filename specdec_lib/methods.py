@@ -5,6 +5,7 @@
     make_proposer("medusa:16", target)           # loads the zoo's trained heads for this target
     make_proposer("mtp-sequential:2", target, weights="random")   # untrained, for any target (tests)
     make_proposer("eagle2:24", target)           # EAGLE-2's dynamic tree of 24 nodes (depth 8)
+    make_proposer("eagle2:24+topk", target)      # the same with top-k children (point masses) at T > 0
     make_proposer("eagle3:12-4", target)         # EAGLE-3 in a tree of 12 nodes, at most 4 deep
     make_proposer("ngram:8", target)             # prompt lookup: no model, copies what followed before
     make_proposer("eagle3", target)              # EAGLE-3's drafter in EAGLE-2's tree (16 nodes)
@@ -47,6 +48,12 @@ class Method:
     zoo_weights: str | None = None  # the trained weights it loads from the zoo (None: no weights)
     zoo_stage: str | None = None  # the `zoo_train --stage` that trains them
     bench: tuple[str, ...] = ()  # the specs `python -m specdec_lib.bench` runs by default
+    modes: tuple[str, ...] = ()  # suffixes "+MODE" naming its other modes; the contract test runs each
+
+    @property
+    def examples(self) -> tuple[str, ...]:
+        """The specs the contract test runs: the example, then the example in each named mode."""
+        return (self.example, *(f"{self.example}+{mode}" for mode in self.modes))
 
 
 METHODS: dict[str, Method] = {}
@@ -64,13 +71,15 @@ def register(
     zoo_weights: str | None = None,
     zoo_stage: str | None = None,
     bench: tuple[str, ...] = (),
+    modes: tuple[str, ...] = (),
 ) -> Method:
     """Add a method (or replace one of the same name) and return its entry.
 
     build(arg, target, draft, weights) -> a fresh proposer; fresh_draft(proposer, target, tokens, tree)
     -> [(logits, rank)] per node, the contract test's reference (see specdec_lib.contract); zoo_weights
     and zoo_stage: the zoo weights it loads and the zoo_train stage that trains them (both or neither);
-    bench: the specs the benchmark runs by default (none: only when asked)."""
+    bench: the specs the benchmark runs by default (none: only when asked); modes: the "+MODE" suffixes
+    its specs accept (e.g. "topk" for "eagle2:16+topk"), each covered by the contract test."""
     if not name or ":" in name:
         raise ValueError(f"a method name is a non-empty word without ':', got {name!r}")
     if not callable(build) or not callable(fresh_draft):
@@ -91,6 +100,7 @@ def register(
         zoo_weights,
         zoo_stage,
         bench,
+        tuple(modes),
     )
     return METHODS[name]
 
@@ -139,6 +149,16 @@ def _zoo_module(target, name: str, load: Callable):
     return per_target[name]
 
 
+def _sibling_mode(arg: str, name: str) -> tuple[str, str]:
+    """Split "ARG+topk" into (ARG, mode): a tree method's children are drawn from the drafter's
+    distribution when sampling ("without_replacement", the default) or are its top-k picks ("+topk",
+    point masses: the original papers' rule). Greedy decoding takes the top k either way."""
+    arg, plus, mode = arg.partition("+")
+    if plus and mode != "topk":
+        raise ValueError(f"{name} takes +topk for deterministic top-k children, got {'+' + mode!r}")
+    return arg, "topk" if plus else "without_replacement"
+
+
 def _int_arg(arg: str, default: int, what: str) -> int:
     if not arg:
         return default
@@ -157,13 +177,16 @@ def _chain(arg, target, draft, weights):
 def _tree(arg, target, draft, weights):
     from specdec_lib.trees import TreeDraftProposer
 
+    arg, mode = _sibling_mode(arg, "tree:A-B-C")
     shape = tuple(_int_arg(b, 0, "tree:A-B-C branching") for b in (arg or "3-2-1").split("-"))
-    return TreeDraftProposer(draft, shape)
+    return TreeDraftProposer(draft, shape, mode)
 
 
 def _medusa(arg, target, draft, weights):
     from specdec_lib.medusa import MedusaHeads, MedusaProposer, load_medusa, medusa_choices
 
+    arg, mode = _sibling_mode(arg, "medusa:NODES")
+    nodes = _int_arg(arg, 16, "medusa:NODES")
     if weights == "random":  # rank r at every head treated as 0.5 ** (r + 1) likely: a small tree
         heads, card = (
             MedusaHeads.untrained(target),
@@ -172,7 +195,7 @@ def _medusa(arg, target, draft, weights):
     else:
         heads, card = _zoo_module(target, "medusa", load_medusa)
     accuracy = torch.tensor(card["validation_accuracy"]["top_i"])
-    return MedusaProposer(heads, medusa_choices(accuracy, _int_arg(arg, 16, "medusa:NODES")))
+    return MedusaProposer(heads, medusa_choices(accuracy, nodes), mode)
 
 
 def _mtp(kind: str):
@@ -205,10 +228,11 @@ def _eagle_drafter(target, weights):
 def _eagle(arg, target, draft, weights):
     from specdec_lib.eagle import EagleProposer, eagle_choices
 
+    arg, mode = _sibling_mode(arg, "eagle:NODES")
     nodes = _int_arg(arg, 16, "eagle:NODES")
     drafter, card = _eagle_drafter(target, weights)
     acc = torch.tensor(card["rank_acceptance"]["acc"])  # measured on the target's greedy text
-    return EagleProposer(drafter, eagle_choices(acc, nodes))
+    return EagleProposer(drafter, eagle_choices(acc, nodes), mode)
 
 
 def _tree_budget(arg: str, name: str) -> dict:
@@ -225,22 +249,24 @@ def _tree_budget(arg: str, name: str) -> dict:
 def _eagle2(arg, target, draft, weights):
     from specdec_lib.eagle2 import Eagle2Proposer
 
+    arg, mode = _sibling_mode(arg, "eagle2:TOTAL-DEPTH")
     budget = _tree_budget(arg, "eagle2")  # a bad spec fails before any weights load
     drafter, card = _eagle_drafter(target, weights)
     greedy_t = card.get("calibration", {}).get("greedy_temperature", 1.0)  # fitted by the zoo (chapter 08)
-    return Eagle2Proposer(drafter, greedy_temperature=greedy_t, **budget)
+    return Eagle2Proposer(drafter, greedy_temperature=greedy_t, mode=mode, **budget)
 
 
 def _eagle3(arg, target, draft, weights):
     from specdec_lib.eagle3 import Eagle3Drafter, Eagle3Proposer, load_eagle3
 
+    arg, mode = _sibling_mode(arg, "eagle3:TOTAL-DEPTH")
     budget = _tree_budget(arg, "eagle3")
     if weights == "random":
         drafter, greedy_t = Eagle3Drafter.untrained(target), 1.0
     else:
         drafter, card = _zoo_module(target, "eagle3", load_eagle3)
         greedy_t = card["calibration"]["greedy_temperature"]
-    return Eagle3Proposer(drafter, greedy_temperature=greedy_t, **budget)  # chapter 08's tree
+    return Eagle3Proposer(drafter, greedy_temperature=greedy_t, mode=mode, **budget)  # chapter 08's tree
 
 
 def _dflash(arg, target, draft, weights):
@@ -294,22 +320,26 @@ register(
     "tree",
     _tree,
     chapter=4,
-    summary="a draft model drafts a fixed-shape tree, one draft pass per level (SpecInfer-style)",
+    summary="a draft model drafts a fixed-shape tree, one draft pass per level (SpecInfer-style); sampling, "
+    "children are drawn without replacement from the draft (tree:A-B-C+topk: its top-k picks)",
     example="tree:2-2-1",
     needs_draft=True,
     fresh_draft=contract.fresh_tree,
     bench=("tree:3-2-1",),
+    modes=("topk",),
 )
 register(
     "medusa",
     _medusa,
     chapter=5,
-    summary="Medusa heads on the target's last hidden state draft a sparse tree of NODES nodes",
+    summary="Medusa heads on the target's last hidden state draft a sparse tree of NODES nodes; sampling, each "
+    "head's tokens are drawn without replacement (medusa:NODES+topk: its top-k picks)",
     example="medusa:16",
     zoo_weights="medusa",
     fresh_draft=contract.fresh_medusa,
     zoo_stage="heads",
     bench=("medusa:16",),
+    modes=("topk",),
 )
 register(
     "mtp-independent",
@@ -335,36 +365,41 @@ register(
     "eagle",
     _eagle,
     chapter=7,
-    summary="EAGLE: a one-layer drafter on the target's features drafts a static tree of NODES nodes",
+    summary="EAGLE: a one-layer drafter on the target's features drafts a static tree of NODES nodes; sampling, "
+    "children are drawn without replacement (eagle:NODES+topk: its top-k picks)",
     example="eagle:8",
     zoo_weights="eagle",
     fresh_draft=contract.fresh_eagle,
     zoo_stage="eagle",
     bench=("eagle:16",),
+    modes=("topk",),
 )
 register(
     "eagle2",
     _eagle2,
     chapter=8,
-    summary="EAGLE-2: the same drafter grows a dynamic tree, keeping the TOTAL most confident nodes "
-    "(eagle2:TOTAL-DEPTH also caps the depth, default 8)",
+    summary="EAGLE-2: the same drafter grows a dynamic tree, keeping the TOTAL most promising child slots "
+    "(eagle2:TOTAL-DEPTH also caps the depth, default 8); sampling, each slot is drawn without replacement "
+    "(+topk: the drafter's top-k picks, point masses)",
     example="eagle2:8",
     zoo_weights="eagle",
     fresh_draft=contract.fresh_eagle,
     zoo_stage="eagle",
-    bench=("eagle2:16",),
+    bench=("eagle2:16", "eagle2:16+topk"),
+    modes=("topk",),
 )
 register(
     "eagle3",
     _eagle3,
     chapter=9,
     summary="EAGLE-3: a token-predicting drafter on three fused target layers, trained with training-time "
-    "test, grows EAGLE-2's dynamic tree of TOTAL nodes (eagle3:TOTAL-DEPTH: at most DEPTH deep)",
+    "test, grows EAGLE-2's dynamic tree of TOTAL nodes (eagle3:TOTAL-DEPTH: at most DEPTH deep; +topk as eagle2's)",
     example="eagle3:8",
     zoo_weights="eagle3",
     fresh_draft=contract.fresh_eagle,
     zoo_stage="eagle3",
-    bench=("eagle3:16", "eagle3:12-4"),
+    bench=("eagle3:16", "eagle3:12-4", "eagle3:16+topk"),
+    modes=("topk",),
 )
 register(
     "dflash",
@@ -390,6 +425,7 @@ register(
     fresh_draft=contract.fresh_dflash2,
     zoo_stage="dflash2",
     bench=("dflash2:16", "dflash2:16+selector"),
+    modes=("selector", "mixing"),
 )
 register(
     "ngram",

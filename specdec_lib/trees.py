@@ -9,6 +9,9 @@ __all__ = [
     "TreeDraftProposer",
     "first_token_law",
     "verify_tree",
+    "acceptance_of",
+    "kseq_rho",
+    "verify_tree_kseq",
 ]
 
 
@@ -228,3 +231,83 @@ def verify_tree(tree: DraftTree, p: torch.Tensor, generator=None) -> tuple[list[
             P = residual(P, q)  # what q offered is used up: the next sibling competes for the rest
         else:  # every child rejected, or a leaf: end the round with a draw from P
             return path, sample_token(P, generator)
+
+
+# %% notebooks/04_draft_trees.ipynb [c036b]
+def acceptance_of(p, siblings, qs) -> float:
+    """Exact probability that verify_tree (MSS) accepts one of the root's children `siblings`, drawn from the
+    rows `qs`, against the target's distribution `p` at the root: 1 - r_1 r_2 ... r_k, where sibling s is
+    rejected with r_s = 1 - min(1, P_s(x_s) / q_s(x_s)) and P_s is the residual after the s - 1 before it.
+
+    Why a function of its own: this is what a wider level buys, and first_token_law cannot tell it, since its
+    law mixes accepted siblings with correction tokens of the same id. For top-k picks (point masses) it is
+    p(x_1) + ... + p(x_k); average it over the draft's draws for sampled siblings. The tests check it against
+    verify_tree itself, with every random draw enumerated."""
+    P, rejected = p.clone(), 1.0
+    for x, q in zip(siblings, qs):
+        rejected *= 1 - min(1.0, float(P[x] / q[x]))
+        P = residual(P, q)  # the next sibling is tried against what is left
+    return 1 - rejected
+
+
+# %% notebooks/04_draft_trees.ipynb [c036g]
+def kseq_rho(p: torch.Tensor, q: torch.Tensor, k: int, steps: int = 30) -> torch.Tensor:
+    """SpecTr's K-SEQ constant (Sun et al. 2023) for k i.i.d. drafts from q against the target p (rows [..., V]):
+    the smallest rho in [1, k] with s(rho) = sum_{i<k} (1 - beta)^i <= rho, beta = sum_x min(q(x), p(x) / rho).
+
+    Any rho with s <= rho makes K-SEQ lossless (see verify_tree_kseq); the smallest accepts most. Bisection works
+    because s <= rho is rho * beta >= 1 - (1 - beta)^k, whose left side sum_x min(rho q(x), p(x)) grows with
+    rho while its right side shrinks; rho = k always qualifies, and k = 1 gives rho = 1."""
+    lo = torch.ones(p.shape[:-1], dtype=p.dtype, device=p.device)
+    hi = torch.full_like(lo, float(k))
+    if k == 1:
+        return lo
+    for _ in range(steps):  # hi always qualifies: the answer is lossless however few the steps
+        mid = (lo + hi) / 2
+        beta = torch.minimum(q, p / mid[..., None]).sum(-1)
+        ok = sum((1 - beta) ** i for i in range(k)) <= mid
+        lo, hi = torch.where(ok, lo, mid), torch.where(ok, mid, hi)
+    return hi
+
+
+def verify_tree_kseq(tree: DraftTree, p: torch.Tensor, generator=None) -> tuple[list[int], int]:
+    """Lossless tree verification with SpecTr's K-SEQ (Sun et al. 2023) at every node whose children are
+    i.i.d. draws from one q (they carry the same q row, as draw_children's "sample" mode records), and
+    verify_tree's MSS at any other node (top-k picks, siblings without replacement, greedy point masses).
+
+    At a K-SEQ node with k children let P be its row of p, rho = kseq_rho(P, q, k) and m = min(q, P / rho).
+    Try the children in order: the child with token x is accepted if u * rho * q(x) < P(x), i.e. with
+    probability min(1, P(x) / (rho q(x))), and P is NOT updated between tries. When all are rejected the
+    round ends with a token from norm(max(0, P - s m)), s = sum_{i<k} (1 - beta)^i, beta = sum(m): the tries
+    emit x with probability s m(x) <= P(x) (because s <= rho), the correction the rest, so the output is P.
+    The round accepts a child with probability 1 - (1 - beta)^k. Same returns as verify_tree."""
+    kids = tree.children()
+    path, node = [], -1
+    while True:
+        P = p[node + 1]  # the target's distribution after the current node
+        children = kids.get(node, [])
+        rows = None if tree.q is None or not children else tree.q[children]
+        iid = rows is not None and bool((rows == rows[0]).all())
+        if iid:  # K-SEQ: every try against P itself, each weakened by rho
+            rho = kseq_rho(P, rows[0], len(children))
+            m = torch.minimum(rows[0], P / rho)
+        chosen = None
+        for child in children:
+            x = int(tree.tokens[child])
+            if iid:
+                row = rho * rows[0]
+            else:
+                row = point_mass(x, p.shape[-1], p.device) if tree.q is None else tree.q[child]
+            u = torch.rand(1, generator=generator, device=p.device)
+            if bool(u * row[x] < P[x]):
+                chosen = child
+                break
+            if not iid:
+                P = residual(P, row)  # MSS: the next sibling competes for the rest
+        if chosen is None:  # every child rejected, or a leaf: end the round with one draw
+            if iid:
+                s = sum((1 - m.sum()) ** i for i in range(len(children)))
+                P = residual(P, s * m)  # K-SEQ's correction: what the tries did not emit
+            return path, sample_token(P, generator)
+        path.append(chosen)
+        node = chosen

@@ -24,3 +24,33 @@ def test_mss_example():
     assert ch04.check_mss_example() == "not attempted"
     assert ch04.check_mss_example(accept_a=0.4) == "not attempted"
     assert ch04.check_mss_example(0.4, 0.3, "none") == "incorrect"
+
+
+def test_sibling_acceptance():
+    right = teacher.REFERENCE["check_sibling_acceptance"]
+    assert ch04.check_sibling_acceptance(*right) == "correct"
+    assert ch04.check_sibling_acceptance(picks=0.6, samples=0.834) == "correct"  # rounded
+    assert ch04.check_sibling_acceptance(0.6, 0.8343) == "correct"
+    for answer in teacher.WRONG["check_sibling_acceptance"]:
+        assert ch04.check_sibling_acceptance(*answer) == "incorrect", answer
+    assert ch04.check_sibling_acceptance() == "not attempted"
+    assert ch04.check_sibling_acceptance(picks=0.6) == "not attempted"
+    assert ch04.check_sibling_acceptance(0.6, None) == "not attempted"
+    assert ch04.check_sibling_acceptance(0.6, [0.8, 0.1]) == "incorrect"  # not one number: no crash
+
+
+def test_sibling_acceptance_hints_name_the_mistake(capsys):
+    """The plausible wrong answers get their own hint: q instead of P, no renormalisation, no residual."""
+    samples = teacher.REFERENCE["check_sibling_acceptance"][1]
+    for picks, says in ((0.8, "TARGET's probability"), (0.52, "renormalised"), (0.7, "by q")):
+        assert ch04.check_sibling_acceptance(picks, samples) == "incorrect"
+        assert says in capsys.readouterr().out
+    for wrong, says in (
+        (0.82, "removed AND renormalised"),
+        (0.9142857, "residual"),
+        (0.8, "first sample alone"),
+    ):
+        assert ch04.check_sibling_acceptance(0.6, wrong) == "incorrect"
+        assert says in capsys.readouterr().out
+    assert ch04.check_sibling_acceptance(0.6, 0.5) == "incorrect"  # an unknown wrong number: the general hint
+    assert "sum_x min(p(x), q(x))" in capsys.readouterr().out

@@ -24,9 +24,10 @@ import specdec_lib as sd
 from specdec_lib import hf, methods, rejection
 from specdec_lib.autoregressive import SamplingParams, generate_ar, process_logits
 from specdec_lib.contract import check_draft_is_fresh
+from specdec_lib.eagle2 import Siblings
 from specdec_lib.speculative import DraftTree, Proposer
 
-SPECS = [m.example for m in methods.METHODS.values()]
+SPECS = [spec for m in methods.METHODS.values() for spec in m.examples]  # every mode of every method
 
 
 # The fresh, teacher-forced references live in the registry: `methods.METHODS[name].fresh_draft`, one of
@@ -210,13 +211,23 @@ class LyingTopK(LyingProposer):
 
 
 @pytest.mark.parametrize(
-    "spec", ["chain:3", "mtp-sequential", "eagle:8", "eagle2:8", "eagle3:8", "dflash:4", "dflash2:4"]
+    "spec",
+    [
+        "chain:3",
+        "mtp-sequential",
+        "eagle:8",
+        "eagle2:8",
+        "eagle3:8",
+        "eagle2:8+topk",
+        "dflash:4",
+        "dflash2:4",
+    ],
 )
 def test_a_lying_proposer_is_caught(spec, tiny, monkeypatch):
     target, draft = tiny
     sampling, max_new = SAMPLINGS["T=0.7 top-k 3 top-p 0.9"]
     base = sd.make_proposer(spec, target, draft, weights="random")
-    liar = LyingTopK if spec.startswith(("eagle2", "eagle3")) else LyingProposer
+    liar = LyingTopK if spec.endswith("+topk") else LyingProposer
 
     def make():
         lying = liar(copy.copy(base))
@@ -227,6 +238,71 @@ def test_a_lying_proposer_is_caught(spec, tiny, monkeypatch):
         first_two_tokens_law(target, make, sampling, max_new, monkeypatch), target_law(target, sampling)
     )
     assert gap > 10 * EXACT, f"the exact sampling check missed a lying {spec} proposer (gap {gap:.1e})"
+
+
+class UnconditionedSiblings(LyingProposer):
+    """Siblings drawn without replacement, but every one reported with its parent's whole distribution
+    (the first sibling's row) instead of the distribution left after its elder siblings were drawn."""
+
+    def propose(self, tokens, max_depth):
+        tree = self.inner.propose(tokens, max_depth)
+        if tree is None or tree.q is None:
+            return tree
+        first = {parent: kids[0] for parent, kids in tree.children().items()}
+        q = torch.stack([tree.q[first[int(parent)]] for parent in tree.parents])
+        return DraftTree(tree.tokens, tree.parents, q)
+
+
+@pytest.mark.parametrize("spec", ["tree:2-2-1", "medusa:16", "eagle:8", "eagle2:8", "eagle3:8"])
+def test_siblings_q_must_be_conditioned_on_the_earlier_siblings(spec, tiny, monkeypatch):
+    target, draft = tiny
+    sampling, max_new = SAMPLINGS["T=1"]
+    base = sd.make_proposer(spec, target, draft, weights="random")
+    gap = law_gap(
+        first_two_tokens_law(
+            target, lambda: UnconditionedSiblings(copy.copy(base)), sampling, max_new, monkeypatch
+        ),
+        target_law(target, sampling),
+    )
+    assert gap > 10 * EXACT, (
+        f"the exact sampling check missed {spec}'s unconditioned sibling q (gap {gap:.1e})"
+    )
+
+
+class DrawnSiblings:
+    """The naive port of EAGLE-2 to sampling: draw a node's k children first, then score each by its
+    drawn token's own log-probability, so that the re-rank keeps the confident draws."""
+
+    def __init__(self, logp, q, k, generator=None):
+        exact = Siblings(logp, q, k, generator)
+        self.q, self.drawn = q, [exact.take(j) for j in range(len(exact.scores))]
+        self.scores = [float(q[t].log()) for t, _ in self.drawn]  # the drawn tokens' own confidences
+
+    def take(self, j):
+        return self.drawn[j]
+
+
+@pytest.mark.parametrize("config", SAMPLINGS)
+def test_sample_then_rerank_is_caught_and_slot_ranking_is_exact(config, tiny, monkeypatch):
+    """EAGLE-2 with 3 child slots per node and a budget of 2 nodes: the re-rank drops one. Ranking the
+    slots by what is known before the draw is exact; ranking the drawn tokens (keep the confident ones)
+    is not, and the enumeration sees it."""
+    from specdec_lib import eagle2
+    from specdec_lib.eagle import EagleDrafter
+
+    target, _ = tiny
+    sampling, max_new = SAMPLINGS[config]
+    drafter = EagleDrafter(target).eval()
+    want = target_law(target, sampling)
+
+    def law():
+        base = eagle2.Eagle2Proposer(drafter, total_tokens=2, depth=2, top_k=3)
+        return first_two_tokens_law(target, lambda: copy.copy(base), sampling, max_new, monkeypatch)
+
+    assert law_gap(law(), want) < EXACT
+    monkeypatch.setattr(eagle2, "Siblings", DrawnSiblings)
+    gap = law_gap(law(), want)
+    assert gap > 10 * EXACT, f"the exact sampling check missed sample-then-rerank (gap {gap:.1e})"
 
 
 def test_a_broken_verifier_is_caught(tiny, monkeypatch):

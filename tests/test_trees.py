@@ -449,3 +449,137 @@ def test_first_token_law_is_what_verify_tree_does(mode, monkeypatch):
         torch.testing.assert_close(
             part / weight, trees.first_token_law(p, list(tokens), rows), atol=1e-6, rtol=0
         )
+
+
+# ------------------------------------------------ acceptance at one node, and SpecTr's K-SEQ (chapter 04)
+@pytest.mark.parametrize("mode", trees.SIBLING_MODES)
+def test_acceptance_of_is_what_verify_tree_does(mode, monkeypatch):
+    """`acceptance_of` (the notebook's acceptance tables rely on it) equals the exact probability that
+    verify_tree accepts one of three siblings drawn by `draw_children`, per draw of the siblings, every random
+    draw enumerated; for top-k picks it is the target's mass on them. A wrong variant that never replaces P
+    by the residual is measurably off."""
+    g = torch.Generator().manual_seed(4)
+    p, q = torch.rand(6, generator=g).double() ** 2, torch.rand(6, generator=g).double() ** 2
+    p, q = p / p.sum(), q / q.sum()  # sums of exactly 1 in fp64
+    exact = ExactLaw(monkeypatch)
+
+    def accepted():
+        tokens, rows = draw_children(q.log(), q, 3, mode)
+        rows = [trees.point_mass(int(x), 6).double() for x in tokens] if rows is None else list(rows)
+        tree = DraftTree(tokens, torch.full((len(tokens),), -1), torch.stack(rows))
+        path, _ = verify_tree(tree, torch.cat([p[None], torch.eye(6, dtype=p.dtype)[: len(tokens)]]))
+        return tuple(tokens.tolist()), bool(path)
+
+    by_draw = {}
+    for (tokens, yes), w in exact.run(accepted).items():
+        by_draw.setdefault(tokens, [0.0, 0.0])[yes] += w
+    worst_wrong = 0.0
+    for tokens, (no, yes) in by_draw.items():
+        left, rows = q.clone(), []
+        for x in tokens:
+            rows.append(trees.point_mass(x, 6).double() if mode == "topk" else left / left.sum())
+            left = left if mode == "sample" else left.index_fill(0, torch.tensor([x]), 0.0)
+        got = trees.acceptance_of(p, list(tokens), rows)
+        assert abs(yes / (yes + no) - got) < 1e-9, (tokens, yes / (yes + no), got)
+        never_updated = 1 - np.prod([1 - min(1.0, float(p[x] / r[x])) for x, r in zip(tokens, rows)])
+        worst_wrong = max(worst_wrong, abs(never_updated - got))
+    if mode == "topk":
+        (tokens,) = by_draw
+        assert abs(trees.acceptance_of(p, list(tokens), rows) - float(p[list(tokens)].sum())) < 1e-12
+    assert worst_wrong > 1e-3
+
+
+def test_kseq_rho_is_the_smallest_lossless_constant():
+    g = torch.Generator().manual_seed(2)
+    p, q = torch.rand(4, 9, generator=g).double() ** 3, torch.rand(4, 9, generator=g).double() ** 3
+    p, q = p / p.sum(-1, keepdim=True), q / q.sum(-1, keepdim=True)
+
+    def s(rho, k, row):  # s(rho) = sum_{i<k} (1 - beta)^i, beta = sum min(q, p / rho)
+        beta = float(torch.minimum(q[row], p[row] / rho).sum())
+        return sum((1 - beta) ** i for i in range(k))
+
+    assert torch.equal(trees.kseq_rho(p, q, 1), torch.ones(4, dtype=torch.float64))
+    for k in (2, 3, 5):
+        rho = trees.kseq_rho(p, q, k, steps=50)
+        assert rho.shape == (4,) and bool(((rho >= 1) & (rho <= k)).all())
+        for row in range(4):
+            r = float(rho[row])
+            assert s(r, k, row) <= r  # lossless
+            assert s(r - 1e-9, k, row) > r - 1e-9  # and the smallest such constant
+            assert abs(float(trees.kseq_rho(p[row], q[row], k, steps=50)) - r) < 1e-12  # one row alone
+    assert float(trees.kseq_rho(p[0], p[0], 3)) < 1 + 1e-6  # q = p: no need to weaken the tries
+
+
+def kseq_first_two_law(mode, k, grand, d, monkeypatch):
+    """P(first two emitted tokens) of one round of verify_tree_kseq (plus the next round's target token when
+    the round emits only one), every tree the drafter can make and every draw of the verifier enumerated."""
+    exact = ExactLaw(monkeypatch)
+    got, total = torch.zeros(V, V, dtype=torch.float64), 0.0
+    for w_draft, tokens, qrows in draft_outcomes(mode, k, grand, d):
+        total += w_draft
+        tree, p = build(tokens, qrows, k, grand, d)
+
+        def verify(tree=tree, p=p):
+            path, nxt = trees.verify_tree_kseq(tree, p)
+            return tuple(tree.tokens[path].tolist()), nxt
+
+        for (emitted, nxt), w in exact.run(verify).items():
+            if len(emitted) >= 2:
+                got[emitted[0], emitted[1]] += w_draft * w
+            elif len(emitted) == 1:
+                got[emitted[0], nxt] += w_draft * w
+            else:  # the first token is the correction, the second the target's in the next round
+                got[nxt] += w_draft * w * d["p2"][nxt]
+    assert abs(total - 1) < 1e-9
+    return got
+
+
+KSEQ_SHAPES = {"3 children": (3, ()), "2 children, the first with a child": (2, (0,))}
+
+
+@pytest.mark.parametrize(
+    "mode, sampling, shape",
+    [
+        ("sample", SamplingParams(1.0), "2 children, the first with a child"),  # K-SEQ k = 2, then k = 1
+        ("sample", SamplingParams(0.8, top_k=4), "3 children"),  # K-SEQ k = 3
+        ("without_replacement", SamplingParams(1.0), "3 children"),  # not i.i.d.: MSS at the root
+        ("topk", SamplingParams(1.0), "2 children, the first with a child"),  # point masses: MSS
+    ],
+    ids=["sample-T1-two-levels", "sample-T08k4-3", "without_replacement-T1-3", "topk-T1-two-levels"],
+)
+def test_kseq_verification_is_exactly_lossless(mode, sampling, shape, monkeypatch):
+    """verify_tree_kseq: K-SEQ at i.i.d. nodes, MSS elsewhere; the law of the first two emitted tokens is
+    exactly p1 x p2."""
+    d = distributions(sampling)
+    k, grand = KSEQ_SHAPES[shape]
+    got = kseq_first_two_law(mode, k, grand, d, monkeypatch)
+    assert (got - d["p1"][:, None] * d["p2"]).abs().max() < 1e-6
+
+
+def test_the_kseq_exact_test_has_teeth(monkeypatch):
+    """Known-wrong: K-SEQ with rho = 1 (every i.i.d. try at full strength, the correction clipped at 0).
+    The same enumeration must find its first tokens measurably off p1."""
+    d = distributions(SamplingParams(1.0))
+    monkeypatch.setattr(trees, "kseq_rho", lambda p, q, k: torch.ones((), dtype=p.dtype))
+    got = kseq_first_two_law("sample", 3, (), d, monkeypatch)
+    assert (got.sum(1) - d["p1"]).abs().max() > 1e-3
+
+
+def test_kseq_in_the_engine(tiny_pair):
+    """Greedy: verify_tree_kseq is verify_tree's greedy walk (point masses, MSS), so the output is plain greedy
+    decoding; sampled: it runs trees of i.i.d. siblings through the engine and emits exactly max_new_tokens."""
+    target, draft = tiny_pair
+    for ids in PROMPTS[:2]:
+        want = generate_ar(target, torch.tensor(ids), 12)
+        out = generate(target, ids, 12, TreeDraftProposer(draft, (3, 2)), verify=trees.verify_tree_kseq)
+        assert out.tokens == want
+    out = generate(
+        target,
+        PROMPTS[2],
+        16,
+        TreeDraftProposer(draft, (3, 2), "sample"),
+        1.0,
+        seed=0,
+        verify=trees.verify_tree_kseq,
+    )
+    assert len(out.tokens) == 16

@@ -13,6 +13,7 @@ from specdec_lib.checks._core import (
     NOT_ATTEMPTED,
     Answers,
     Incorrect,
+    as_float,
     as_int_list,
     expect,
     seed,
@@ -212,3 +213,41 @@ def check_mss_example(accept_a=..., accept_b=..., correction=...) -> str:
             expect(False, "check the correction")
 
     return verdict("MSS by hand", answers, cases)
+
+
+# ------------------------------------------------------- exercise 6: picks or samples (numbers)
+SIBLINGS_Q = (
+    0.5,
+    0.1,
+    0.3,
+    0.1,
+)  # the draft over A, B, C, D; the target is MSS_P, and the node gets 2 children
+
+
+def check_sibling_acceptance(picks=..., samples=...) -> str:
+    """Your two numbers for p = (0.4, 0.3, 0.2, 0.1), q = (0.5, 0.1, 0.3, 0.1) and k = 2 children: the
+    probability that the round accepts one of the children when they are the draft's top-2 picks, and when
+    they are two samples drawn without replacement (each verified with the q it was drawn from). Leave
+    either as `...` while not attempted."""
+    answers = (picks, samples)
+    if any(a is ... or a is None for a in answers):
+        status = NOT_ATTEMPTED
+        print(f"{_ICON[status]} picks or samples: {status} — set both answers")
+        return status
+
+    def cases(answer):
+        a, b = as_float(answer[0], "picks"), as_float(answer[1], "samples")
+        expect(
+            _expected.right("siblings.picks", a),
+            _expected.hint("siblings.picks", a)
+            or "the picks are the draft's top 2; section 6 derives what a round accepts with deterministic picks",
+        )
+        expect(
+            _expected.right("siblings.samples", b),
+            _expected.hint("siblings.samples", b)
+            or "the first sample is accepted with sum_x min(p(x), q(x)); then add, for each token x1 with "
+            "q(x1) > p(x1), (q(x1) - p(x1)) times the chance that the second sample (from q without x1, "
+            "renormalised) is accepted against the residual norm(max(0, p - q))",
+        )
+
+    return verdict("picks or samples", answers, cases)

@@ -55,6 +55,10 @@ REFERENCE = {
     "check_kept_slots": kept_slots,
     "check_greedy_walk": greedy_walk,
     "check_mss_example": (0.4, 0.3, (0.0, 0.0, 2 / 3, 1 / 3)),  # values: check_mss_example(*answer)
+    "check_sibling_acceptance": (
+        0.6,
+        0.8 + 0.1 * 0.2 + 0.1 * (0.1 / 0.7),
+    ),  # picks A, C; samples: see the note
 }
 
 # value questions: key -> (right answer, decimals of its tolerance, [(known wrong answer, its hint)])
@@ -78,6 +82,44 @@ VALUES = {
         (0.0, 0.0, 2 / 3, 1 / 3),
         3,
         [(MSS_P, "the correction is drawn from the updated P, not from the original p")],
+    ),
+    "siblings.picks": (
+        0.6,
+        3,
+        [
+            (0.8, "a pick x is accepted with the TARGET's probability P(x), not with the draft's q(x)"),
+            (
+                0.52,
+                "after the first pick is rejected P is renormalised: the second is accepted with "
+                "P(x2) / (1 - P(x1)), not P(x2)",
+            ),
+            (0.7, "the picks are the draft's top 2, by q (A and C), not the target's"),
+        ],
+    ),
+    "siblings.samples": (
+        0.8 + 0.1 * 0.2 + 0.1 * (0.1 / 0.7),
+        3,
+        [
+            (
+                0.8,
+                "that is the first sample alone: add the chance that it is rejected and the second accepted",
+            ),
+            (
+                0.82,
+                "the second sample is drawn from q with the first token removed AND renormalised "
+                "(q / (1 - q(x1))), not from q itself",
+            ),
+            (
+                0.8 + 0.1 * 0.5 + 0.1 * (0.5 + 1 / 7),
+                "after a rejection the second sample is verified against the residual norm(max(0, P - q)), "
+                "not against p",
+            ),
+            (
+                0.96,
+                "the two tries are not independent with 0.8 each: after a rejection only the residual is "
+                "left to accept",
+            ),
+        ],
     ),
 }
 
@@ -151,5 +193,19 @@ WRONG = {
         (0.4, 0.3, MSS_P),  # correction from the original p
         (0.6, 0.3, (0.0, 0.0, 2 / 3, 1 / 3)),  # rejection probability for A
         ("0.4?", 0.3, (0.0, 0.0, 2 / 3, 1 / 3)),  # not a number
+    ],
+    "check_sibling_acceptance": [
+        (0.8, 0.8342857),  # the picks' draft probabilities q(A) + q(C) instead of p
+        (0.52, 0.8342857),  # the second pick without renormalising P
+        (0.7, 0.8342857),  # the target's top 2 instead of the draft's
+        (0.6, 0.8),  # only the first sample
+        (0.6, 0.82),  # the second sample from q itself (or q not renormalised)
+        (
+            0.6,
+            0.8 + 0.1 * 0.5 + 0.1 * (0.5 + 1 / 7),
+        ),  # the second sample verified against p, not the residual
+        (0.6, 0.96),  # two independent tries at 0.8
+        (0.6, 0.6),  # the picks' answer twice
+        ("0.6?", 0.8342857),  # not a number
     ],
 }
