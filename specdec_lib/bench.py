@@ -1,6 +1,6 @@
 """The benchmark harness (hand-written support code; timings never gate a test).
 
-    python -m specdec_lib.bench                        # every method at T = 0 and T = 1 (= `make bench`)
+    python -m specdec_lib.bench                        # every method at T = 0, 0.7 (top-p 0.9) and 1
     python -m specdec_lib.bench run --methods chain:4,eagle3,hf-assisted:4 --temperature 0 --prompts 10
     python -m specdec_lib.bench zoo                    # the zoo's numbers: load time, greedy agreement
 
@@ -32,6 +32,8 @@ Definitions (one of each, used everywhere):
 - efficiency = the measured decoding speedup (the same ratio as `speedup`, with both sides' prefill
   taken out, since the model has none) / predicted: what the engine's own work (other) costs, relative
   to the plain loop's.
+Samplings: `--temperature 0,0.7:0.9,1` names three, T = 0 (greedy), T = 0.7 with top-p 0.9 ("T:P") and
+T = 1 (the raw distribution); the report keys its results by the same strings ("0", "0.7:0.9", "1").
 At T = 0 every method's tokens must equal the baseline's on every prompt: a mismatch is an error (exit 1).
 Outputs: --out DIR gets bench.json, bench.md and bench.png. Timings depend on the machine and its load:
 compare rows of one run, never numbers across runs.
@@ -58,6 +60,28 @@ from specdec_lib.methods import bench_defaults
 from specdec_lib.speculative import Clock
 
 PEERS = ("hf", "hf-assisted", "hf-lookup")
+
+
+def sampling_setting(value) -> tuple[float, float]:
+    """(temperature, top_p) from 0.7, (0.7, 0.9) or "0.7:0.9"; bad values raise ValueError."""
+    if isinstance(value, str):
+        t, colon, p = value.partition(":")
+        value = (float(t), float(p)) if colon else float(t)
+    t, p = value if isinstance(value, (tuple, list)) else (value, 1.0)
+    t, p = float(t), float(p)
+    if not (t >= 0 and 0 < p <= 1):
+        raise ValueError(f"a sampling is T >= 0 with top-p in (0, 1], got T = {t}, top-p = {p}")
+    if t == 0 and p != 1:
+        raise ValueError("top-p needs T > 0 (T = 0 is greedy)")
+    return t, p
+
+
+def setting_key(setting) -> str:
+    """The report's key for a sampling: "0", "1", "0.7:0.9" (temperature, then top-p when it cuts)."""
+    t, p = sampling_setting(setting)
+    return f"{t:g}" if p == 1 else f"{t:g}:{p:g}"
+
+
 # Every registered method's `bench` specs (registry order), then transformers' own implementations.
 DEFAULT_METHODS = ",".join([*bench_defaults(), "hf", "hf-assisted:4", "hf-assisted", "hf-lookup:8"])
 
@@ -132,16 +156,17 @@ def _peer_settings(spec: str, draft):
 
 
 def make_runner(spec: str, target, draft, eos):
-    """A function (ids, max_new_tokens, temperature, seed) -> Run for one method spec."""
+    """A function (ids, max_new_tokens, (temperature, top_p), seed) -> Run for one method spec."""
     device = hf.device_of(target)
     clock = Clock(device)
     if spec.partition(":")[0] in PEERS:
         kwargs, settings = _peer_settings(spec, draft)
         counters = (PassCounter(target), PassCounter(draft) if draft is not None else None)
 
-        def peer(ids, n, temperature, seed):
+        def peer(ids, n, setting, seed):
+            temperature, top_p = setting
             sampling = (
-                {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
+                {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": top_p}
                 if temperature > 0
                 else {"do_sample": False}
             )
@@ -175,10 +200,13 @@ def make_runner(spec: str, target, draft, eos):
     if spec != "ar":
         make_proposer(spec, target, draft)  # fail fast on a bad spec; load any zoo weights once
 
-    def ours(ids, n, temperature, seed):
+    def ours(ids, n, setting, seed):
+        temperature, top_p = setting
         proposer = None if spec == "ar" else make_proposer(spec, target, draft)
         clock.lap()
-        out = sd.generate(target, ids, n, proposer, temperature=temperature, seed=seed, eos_token_id=eos)
+        out = sd.generate(
+            target, ids, n, proposer, temperature=temperature, top_p=top_p, seed=seed, eos_token_id=eos
+        )
         seconds = clock.lap()
         s = out.stats
         return Run(out.tokens, seconds, s.target_forwards, s, s.draft_forwards)
@@ -207,7 +235,7 @@ def _ratio(runs, baseline, prefill: bool):
 
 
 def summarise(runs, baseline, t1):
-    """One method at one temperature. runs / baseline: [repeat][prompt] -> Run. t1: the baseline's verify
+    """One method at one sampling. runs / baseline: [repeat][prompt] -> Run. t1: the baseline's verify
     seconds per round. Returns a dict of plain numbers (see the module docstring for the definitions)."""
     repeats, prompts = len(runs), len(runs[0])
     tokens = [sum(len(r.tokens) for r in rep) for rep in runs]
@@ -257,7 +285,7 @@ def summarise(runs, baseline, t1):
 
 def measure(
     methods,
-    temperatures=(0.0, 1.0),
+    temperatures=(0.0, "0.7:0.9", 1.0),
     prompts: int = 20,
     max_new_tokens: int = 64,
     repeats: int = 3,
@@ -267,7 +295,9 @@ def measure(
     command: str = "",
 ) -> dict:
     """Run the benchmark in this process and return its report (a dict of plain numbers, as bench.json).
-    `ar` (plain decoding through the same engine) is always measured first: it is the baseline."""
+    `ar` (plain decoding through the same engine) is always measured first: it is the baseline.
+    temperatures: the samplings, each a temperature or "T:P" / (T, P) for temperature T with top-p P."""
+    temperatures = [sampling_setting(t) for t in temperatures]
     target, draft, tok = zoo.load_pair(preset, device=device)
     device, eos = hf.device_of(target), tok.eos_token_id
     texts = zoo.heldout_prompts(prompts)
@@ -301,7 +331,7 @@ def measure(
                 for m in order:  # interleaved: every method on this prompt before the next prompt
                     runs[m][rep].append(runners[m](ids, max_new_tokens, t, 1000 * rep + p))
                     bar.update()
-            if t == 0:  # every method's greedy output against plain decoding's, prompt by prompt
+            if t[0] == 0:  # every method's greedy output against plain decoding's, prompt by prompt
                 errors += [
                     f"T=0 {m}: prompt {p} (repeat {rep}) differs from plain greedy decoding"
                     for m in specs
@@ -321,11 +351,11 @@ def measure(
                     for i in range(repeats)
                     for p in range(len(prompts))
                 )
-                if t == 0
+                if t[0] == 0
                 else None
             )
         rows["ar"]["t1_ms"] = 1000 * t1
-        results[f"{t:g}"] = rows
+        results[setting_key(t)] = rows
     bar.close()
     return {
         "command": command,
@@ -339,7 +369,7 @@ def measure(
         "prompts": len(prompts),
         "max_new_tokens": max_new_tokens,
         "repeats": repeats,
-        "temperatures": list(temperatures),
+        "temperatures": [setting_key(t) for t in temperatures],
         "methods": specs,
         "skipped": skipped,
         "errors": errors,
@@ -384,6 +414,11 @@ def _f(x, spec="{:.2f}"):
     return "-" if x is None or x != x else spec.format(x)
 
 
+def _heading(key: str) -> str:
+    t, _, p = key.partition(":")
+    return f"T = {t}, top-p {p}" if p else f"T = {t}"
+
+
 def markdown(report) -> str:
     """The report as Markdown tables: one per temperature."""
     lines = [
@@ -399,7 +434,7 @@ def markdown(report) -> str:
         ar = rows["ar"]
         lines += [
             "",
-            f"**T = {t}** (plain AR: {ar['tokens_per_second']:.1f} tokens/s; t1 = {ar['t1_ms']:.2f} ms, its target "
+            f"**{_heading(t)}** (plain AR: {ar['tokens_per_second']:.1f} tokens/s; t1 = {ar['t1_ms']:.2f} ms, its target "
             "pass and sampling per token)",
             "",
             "| method | tau | acceptance by position | tokens/s | speedup [quartiles] | draft / verify / other ms "
@@ -473,7 +508,11 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", choices=["run", "zoo"], nargs="?", default="run")
     ap.add_argument("--methods", default=DEFAULT_METHODS, help="comma-separated specs (see above)")
-    ap.add_argument("--temperature", default="0,1", help="comma-separated temperatures, e.g. 0 or 0,1")
+    ap.add_argument(
+        "--temperature",
+        default="0,0.7:0.9,1",
+        help="comma-separated samplings: T, or T:P for temperature T with top-p P (default 0,0.7:0.9,1)",
+    )
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--prompts", type=int, default=20, help="how many held-out prompts")
     ap.add_argument("--repeats", type=int, default=3)
@@ -489,9 +528,12 @@ def main(argv=None):
     args = ap.parse_args(argv)
     args.argv = argv
     args.methods = [m for m in args.methods.split(",") if m]
-    args.temperatures = [float(t) for t in args.temperature.split(",") if t]
-    if not args.temperatures or any(t < 0 for t in args.temperatures):
-        ap.error(f"--temperature takes non-negative numbers, got {args.temperature!r}")
+    try:
+        args.temperatures = [sampling_setting(t) for t in args.temperature.split(",") if t]
+    except ValueError as e:
+        ap.error(f"--temperature {args.temperature!r}: {e}")
+    if not args.temperatures:
+        ap.error("--temperature names no sampling")
     if args.max_new_tokens < 1 or args.prompts < 1 or args.repeats < 1:
         ap.error("--max-new-tokens, --prompts and --repeats must be >= 1")
     ok = {"run": run, "zoo": zoo_report}[args.what](args)

@@ -49,11 +49,20 @@ class Method:
     zoo_stage: str | None = None  # the `zoo_train --stage` that trains them
     bench: tuple[str, ...] = ()  # the specs `python -m specdec_lib.bench` runs by default
     modes: tuple[str, ...] = ()  # suffixes "+MODE" naming its other modes; the contract test runs each
+    law_example: str | None = None  # a spec small enough to enumerate every random draw (None: example)
 
     @property
     def examples(self) -> tuple[str, ...]:
-        """The specs the contract test runs: the example, then the example in each named mode."""
+        """The specs the greedy contract runs: the example, then the example in each named mode."""
         return (self.example, *(f"{self.example}+{mode}" for mode in self.modes))
+
+    @property
+    def law_examples(self) -> tuple[str, ...]:
+        """The specs the exact sampling law runs: every random draw is enumerated, and a tree that draws
+        k of 8 tokens without replacement at each of n nodes has up to (8!/(8-k)!)^n outcomes, so trees
+        use small ones here (the same code, fewer slots)."""
+        spec = self.law_example or self.example
+        return (spec, *(f"{spec}+{mode}" for mode in self.modes))
 
 
 METHODS: dict[str, Method] = {}
@@ -72,6 +81,7 @@ def register(
     zoo_stage: str | None = None,
     bench: tuple[str, ...] = (),
     modes: tuple[str, ...] = (),
+    law_example: str | None = None,
 ) -> Method:
     """Add a method (or replace one of the same name) and return its entry.
 
@@ -79,13 +89,16 @@ def register(
     -> [(logits, rank)] per node, the contract test's reference (see specdec_lib.contract); zoo_weights
     and zoo_stage: the zoo weights it loads and the zoo_train stage that trains them (both or neither);
     bench: the specs the benchmark runs by default (none: only when asked); modes: the "+MODE" suffixes
-    its specs accept (e.g. "topk" for "eagle2:16+topk"), each covered by the contract test."""
+    its specs accept (e.g. "topk" for "eagle2:16+topk"), each covered by the contract test; law_example: a
+    smaller spec for the exact enumeration of the sampling law (default: example)."""
     if not name or ":" in name:
         raise ValueError(f"a method name is a non-empty word without ':', got {name!r}")
     if not callable(build) or not callable(fresh_draft):
         raise ValueError(f"{name}: build and fresh_draft must be callables")
     if (zoo_weights is None) != (zoo_stage is None):
         raise ValueError(f"{name}: zoo weights need the zoo_train stage that trains them, and only they")
+    if law_example is not None and law_example.partition(":")[0] != name:
+        raise ValueError(f"{name}: its law_example must be its own spec, got {law_example!r}")
     bench = tuple(bench)
     if any(spec.partition(":")[0] != name for spec in bench):
         raise ValueError(f"{name}: its bench specs must be its own ({name} or {name}:ARG), got {bench}")
@@ -101,6 +114,7 @@ def register(
         zoo_stage,
         bench,
         tuple(modes),
+        law_example,
     )
     return METHODS[name]
 
@@ -327,6 +341,7 @@ register(
     fresh_draft=contract.fresh_tree,
     bench=("tree:3-2-1",),
     modes=("topk",),
+    law_example="tree:2-1",
 )
 register(
     "medusa",
@@ -340,6 +355,7 @@ register(
     zoo_stage="heads",
     bench=("medusa:16",),
     modes=("topk",),
+    law_example="medusa:4",
 )
 register(
     "mtp-independent",
@@ -373,6 +389,7 @@ register(
     zoo_stage="eagle",
     bench=("eagle:16",),
     modes=("topk",),
+    law_example="eagle:4",
 )
 register(
     "eagle2",
@@ -387,6 +404,7 @@ register(
     zoo_stage="eagle",
     bench=("eagle2:16", "eagle2:16+topk"),
     modes=("topk",),
+    law_example="eagle2:3-2",
 )
 register(
     "eagle3",
@@ -400,6 +418,7 @@ register(
     zoo_stage="eagle3",
     bench=("eagle3:16", "eagle3:12-4", "eagle3:16+topk"),
     modes=("topk",),
+    law_example="eagle3:3-2",
 )
 register(
     "dflash",

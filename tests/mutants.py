@@ -131,12 +131,12 @@ MUTANTS = {
             )
         ],
     ),
-    "E3 EAGLE-2 picks its frontier by each child's own confidence, not the path's": (
+    "E3 EAGLE-2 scores each child slot by its own confidence, not the path's": (
         "specdec_lib/eagle2.py",
         [
             (
-                "            frontier = [first + int(j) for j in cumulative.flatten().topk(k).indices]",
-                "            frontier = [first + int(j) for j in child.values.flatten().topk(k).indices]",
+                "                scores += [scores[i] + s for s in kids[i].scores]",
+                "                scores += [s for s in kids[i].scores]",
             )
         ],
     ),

@@ -43,9 +43,11 @@ def test_efficiency_takes_the_prefill_out_of_both_sides():
 
 def test_measure_on_the_zoo_asserts_greedy_equality_and_reports_every_method():
     specs = ["chain:2", "ngram:4", "hf-assisted:2", "hf-lookup:4"]
-    report = bench.measure(specs, (0.0, 1.0), prompts=2, max_new_tokens=8, repeats=2, quiet=True)
+    report = bench.measure(specs, (0.0, "0.7:0.9"), prompts=2, max_new_tokens=8, repeats=2, quiet=True)
     json.dumps(report)  # plain numbers only
     assert report["errors"] == [] and report["methods"] == ["ar", *specs]
+    assert list(report["results"]) == report["temperatures"] == ["0", "0.7:0.9"]
+    assert "**T = 0.7, top-p 0.9**" in bench.markdown(report)
     for t, rows in report["results"].items():
         for m in ["ar", *specs]:
             r = rows[m]
@@ -88,9 +90,11 @@ def test_a_greedy_mismatch_is_an_error(monkeypatch, tmp_path):
 
 
 def test_bad_arguments_are_refused():
-    for argv in (["--temperature", "-1"], ["--prompts", "0"], ["--max-new-tokens", "0"]):
+    bad = ("-1", "0.7:0", "0.7:1.5", "0:0.9", "x", ",")
+    for argv in [["--temperature", t] for t in bad] + [["--prompts", "0"], ["--max-new-tokens", "0"]]:
         with pytest.raises(SystemExit) as exit_:
             bench.main(argv)
         assert exit_.value.code == 2
     with pytest.raises(ValueError, match="hf-assisted"):
         bench._peer_settings("hf-assisted:0", draft=object())
+    assert [bench.setting_key(x) for x in (0, 1.0, "0.7:0.9", (0.7, 1.0))] == ["0", "1", "0.7:0.9", "0.7"]
