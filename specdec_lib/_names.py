@@ -58,7 +58,6 @@ EXPORTS = {
         "head_accuracy",
         "medusa_choices",
         "MedusaProposer",
-        "ancestors",
         "typical_verifier",
         "load_medusa",
     ],

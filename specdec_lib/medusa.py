@@ -9,7 +9,6 @@ __all__ = [
     "head_accuracy",
     "medusa_choices",
     "MedusaProposer",
-    "ancestors",
     "typical_verifier",
     "load_medusa",
 ]
@@ -242,12 +241,13 @@ class MedusaProposer(Proposer):
             guesses, slot = [t for t, _ in lists], self.place
             q = [rows for _, rows in lists]  # q[d - 1][j]: the law of head d's j-th draw
         # Keep the nodes within max_depth whose slot exists (a head's list is shorter when its
-        # processed distribution has fewer tokens), parents before children.
-        keep = [
-            i for i, c in enumerate(self.choices)
-            if len(c) <= max_depth and slot[i] < len(guesses[len(c) - 1])
-        ]  # fmt: skip
-        keep = [i for i in keep if all(self.node_of[c] in keep for c in ancestors(self.choices[i]))]
+        # processed distribution has fewer tokens) and whose parent is kept: choices are sorted parents
+        # first, so one pass sees every parent before its children.
+        keep: list[int] = []
+        for i, c in enumerate(self.choices):
+            if len(c) <= max_depth and slot[i] < len(guesses[len(c) - 1]):
+                if len(c) == 1 or int(self.parents[i]) in keep:
+                    keep.append(i)
         node_tokens = torch.stack([guesses[len(self.choices[i]) - 1][slot[i]] for i in keep])
         rows = None if q is None else torch.stack([q[len(self.choices[i]) - 1][slot[i]] for i in keep])
         parents = DraftTree.renumber(self.parents, keep)
@@ -255,11 +255,6 @@ class MedusaProposer(Proposer):
 
     def update(self, tokens, verdict):
         self.h = verdict.features[-1][-1]  # the last kept position: its LM head chose the new pending token
-
-
-def ancestors(choice: tuple) -> list[tuple]:
-    """The rank paths above a Medusa node: (1, 0, 2) -> [(1,), (1, 0)]."""
-    return [choice[:d] for d in range(1, len(choice))]
 
 
 # %% notebooks/05_medusa.ipynb [c044]
