@@ -108,6 +108,7 @@ EXPORTS = {
         "calibration_records",
         "reliability",
         "fit_greedy_temperature",
+        "slot_acceptance",
         "rerank",
         "Siblings",
         "EAGLE2_MODES",

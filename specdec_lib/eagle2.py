@@ -5,6 +5,7 @@ __all__ = [
     "calibration_records",
     "reliability",
     "fit_greedy_temperature",
+    "slot_acceptance",
     "rerank",
     "Siblings",
     "EAGLE2_MODES",
@@ -18,6 +19,7 @@ import torch
 from specdec_lib import hf
 from specdec_lib.autoregressive import check_int, process_logits, sample_token
 from specdec_lib.eagle import EagleDrafter, FeatureTreeProposer, drafting_steps
+from specdec_lib.rejection import residual
 from specdec_lib.speculative import DraftTree
 
 
@@ -59,6 +61,38 @@ def fit_greedy_temperature(records) -> float:
     return min(records, key=lambda t: reliability(records[t][:, 0], records[t][:, 2])[1])
 
 
+# %% notebooks/08_eagle2.ipynb [e8-010b]
+@torch.no_grad()
+def slot_acceptance(drafter, target, sequences, starts, sampling, depth=5, slots=8, bins=10, draws=4,
+                    generator=None) -> torch.Tensor:  # fmt: skip
+    """What a SAMPLED child slot is worth. acc[b, j]: the probability that slot j, the (j+1)-th draw
+    without replacement from the drafter's processed q, is the child verify_tree accepts (slots before
+    it rejected, slot j accepted), against the target's processed p, measured along the target's greedy
+    text (`drafting_steps`, depths 1..depth), averaged over `draws` draws of the slots at every position,
+    by bin b of q's largest probability (width 1 / bins). The bin is known before any draw, so a tree
+    can rank slots with it and stay exact. A bin with no position takes the mean over all of them."""
+    head, rows = hf.lm_head(target), []
+    for _, f, n, d, logits in drafting_steps(drafter, target, sequences, starts, depth):
+        p, q = process_logits(head(f[n + d - 1]), sampling), process_logits(logits, sampling)
+        worth = torch.zeros(slots)
+        for _ in range(draws):
+            P, left, reach = p.clone(), q.clone(), 1.0  # reach: the chance slot j is tried at all
+            for j in range(min(slots, int((q > 0).sum()))):
+                row = left / left.sum()  # chapter 04: the law of draw j given the draws before it
+                x = sample_token(row, generator)
+                accept = min(1.0, float(P[x] / row[x]))
+                worth[j] += reach * accept / draws
+                reach, P = reach * (1 - accept), residual(P, row)
+                left[x] = 0
+        rows.append((min(int(q.max() * bins), bins - 1), worth))
+    acc, count = torch.zeros(bins, slots), torch.zeros(bins)
+    for b, worth in rows:
+        acc[b] += worth
+        count[b] += 1
+    pooled = acc.sum(0) / count.sum()
+    return torch.where(count[:, None] > 0, acc / count.clamp(min=1)[:, None], pooled)
+
+
 # %% notebooks/08_eagle2.ipynb [e8-012]
 def rerank(scores, parents, total_tokens: int) -> list[int]:
     """EAGLE-2's final step: the `total_tokens` recorded nodes with the highest cumulative score (the sum
@@ -78,17 +112,20 @@ class Siblings:
     """The children of one node, in the order the verifier tries them, each drawn only when needed.
 
     `scores[j]` is what slot j is worth BEFORE it is drawn: the j-th largest log-probability of the
-    node's distribution (the same number whichever token the draw then gives). `take(j)` returns slot
+    node's distribution, or `worth[j]` when given (a sampled slot's log-acceptance, `slot_acceptance`);
+    the same number whichever token the draw then gives. `take(j)` returns slot
     j's token and its q row, drawing slots 0 .. j in order on first use:
     - q None (greedy, or mode "topk"): slot j is the rank-j token of `logp`, a point mass;
     - else slot j is drawn from q with the earlier slots' tokens zeroed and renormalised, and that
       adjusted distribution is its q row (chapter 04's draws without replacement).
     Ranking slots, never drawn tokens, is what keeps a re-ranked sampled tree exact (section 3)."""
 
-    def __init__(self, logp: torch.Tensor, q: torch.Tensor | None, k: int, generator=None):
+    def __init__(self, logp: torch.Tensor, q: torch.Tensor | None, k: int, generator=None, worth=None):
         top = logp.topk(min(k, logp.numel()))
         possible = top.values > float("-inf")  # a token q cannot draw is no slot
         self.scores, self.ranked = top.values[possible].tolist(), top.indices[possible].tolist()
+        if worth is not None:
+            self.scores = [float(w) for w in worth[: len(self.scores)]]
         self.q, self.generator, self.tokens, self.rows = q, generator, [], []
         self.left = None if q is None else q.clone()
 
@@ -121,7 +158,11 @@ class Eagle2Proposer(FeatureTreeProposer):
     the drafter's processed distribution (temperature, top-k and top-p as the target's), with its
     sibling-adjusted q: accepted with probability min(1, P(x) / q(x)), far more at a broad target.
     Slots are ranked by what is known before their draw, so the re-rank never looks at a drawn token:
-    lossless at any temperature (section 3 shows the naive re-rank that is not).
+    lossless at any temperature (section 3 shows the naive re-rank that is not). A sampled slot is
+    worth its measured acceptance, `slot_acceptance[b, j]` for the bin b of q's largest probability
+    (the zoo's card holds the table): a first draw is accepted far more often than q's top probability
+    says, a later one far less, so the tree grows deeper and narrower than a top-k one. Without a
+    table a sampled slot is worth its point-mass estimate, the j-th largest log q.
 
     The greedy scores are log-probabilities at `greedy_temperature`, fitted so that confidence matches
     greedy acceptance (`fit_greedy_temperature`); when sampling, at the sampling temperature (the
@@ -137,6 +178,7 @@ class Eagle2Proposer(FeatureTreeProposer):
         top_k: int = 4,
         greedy_temperature: float = 1.0,
         mode: str = "without_replacement",
+        slot_acceptance=None,
     ):
         for name, value in (("total_tokens", total_tokens), ("depth", depth), ("top_k", top_k)):
             check_int(name, value)
@@ -146,6 +188,17 @@ class Eagle2Proposer(FeatureTreeProposer):
             raise ValueError(f"greedy_temperature must be a positive number, got {greedy_temperature!r}")
         if mode not in EAGLE2_MODES:
             raise ValueError(f"EAGLE-2's mode must be one of {EAGLE2_MODES}, got {mode!r}")
+        self.slot_worth = None  # log slot_acceptance, non-increasing along each row
+        if slot_acceptance is not None:
+            table = torch.as_tensor(slot_acceptance, dtype=torch.float32)
+            if table.dim() != 2 or table.shape[1] < top_k or not bool(((table >= 0) & (table <= 1)).all()):
+                raise ValueError(
+                    f"slot_acceptance must be a [bins, slots >= top_k = {top_k}] table of probabilities, "
+                    f"got shape {tuple(table.shape)}"
+                )
+            # A later sibling must never outrank an earlier one: the kept siblings stay a prefix of the
+            # draw order, so each kept draw's q row is the law it was drawn from.
+            self.slot_worth = table.clamp(min=1e-6).cummin(1).values.log()
         super().__init__(drafter, mode)  # chapter 07's drafter side
         self.total_tokens, self.depth, self.top_k = total_tokens, depth, top_k
         self.greedy_temperature = float(greedy_temperature)
@@ -156,7 +209,10 @@ class Eagle2Proposer(FeatureTreeProposer):
             t = self.greedy_temperature if self.sampling.greedy else self.sampling.temperature
             return Siblings(torch.log_softmax(logits / t, -1), None, self.top_k)
         q = process_logits(logits, self.sampling)  # exactly what the draws come from
-        return Siblings(q.log(), q, self.top_k, self.generator)
+        worth = None
+        if self.slot_worth is not None:  # the row for q's largest probability, known before any draw
+            worth = self.slot_worth[min(int(q.max() * len(self.slot_worth)), len(self.slot_worth) - 1)]
+        return Siblings(q.log(), q, self.top_k, self.generator, worth)
 
     @torch.no_grad()
     def propose(self, tokens, max_depth):
@@ -174,6 +230,9 @@ class Eagle2Proposer(FeatureTreeProposer):
             return kids[parents[i]].take(ranks[i])[0]
 
         for d in range(2, depth + 1):  # expand the frontier (depth d - 1 nodes) into depth d
+            cut = sorted(scores)[-self.total_tokens] if len(scores) >= self.total_tokens else float("-inf")
+            if max(scores[i] for i in frontier) <= cut:
+                break  # no deeper node can make the tree: a child never outscores its parent (rerank)
             feats = torch.stack([out_of[parents[i]] for i in frontier])
             drawn = {i: token(i) for i in frontier}  # the frontier's draws, before its pass
             outs = self.feed(drawn, parents, frontier, feats, n + d - 2)

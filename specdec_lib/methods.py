@@ -229,12 +229,23 @@ def _mtp(kind: str):
     return build
 
 
+# Untrained drafters' sampled-slot worth (chapter 08's slot_acceptance has this shape): a first draw
+# worth more in the bins of a peaked q, later draws less and less. Only the tree's shape depends on it.
+MADE_UP_SLOT_ACCEPTANCE = [[(0.5 + b / 20) * 0.3**j for j in range(8)] for b in range(10)]
+
+
+def _slot_acceptance(card):
+    """The sampled slots' acceptance table a card holds (chapter 08), or None (then point-mass worth)."""
+    return card.get("calibration", {}).get("sampled_slot_acceptance", {}).get("acc")
+
+
 def _eagle_drafter(target, weights):
     from specdec_lib.eagle import EagleDrafter, load_eagle
 
-    if weights == "random":  # untrained (fc passes the feature through): a static tree of made-up odds
+    if weights == "random":  # untrained (fc passes the feature through): trees of made-up odds
         return EagleDrafter(target).eval(), {
-            "rank_acceptance": {"acc": [[0.5 ** (r + 1) for r in range(4)]] * 4}
+            "rank_acceptance": {"acc": [[0.5 ** (r + 1) for r in range(4)]] * 4},
+            "calibration": {"sampled_slot_acceptance": {"acc": MADE_UP_SLOT_ACCEPTANCE}},
         }
     return _zoo_module(target, "eagle", load_eagle)
 
@@ -267,7 +278,8 @@ def _eagle2(arg, target, draft, weights):
     budget = _tree_budget(arg, "eagle2")  # a bad spec fails before any weights load
     drafter, card = _eagle_drafter(target, weights)
     greedy_t = card.get("calibration", {}).get("greedy_temperature", 1.0)  # fitted by the zoo (chapter 08)
-    return Eagle2Proposer(drafter, greedy_temperature=greedy_t, mode=mode, **budget)
+    slots = _slot_acceptance(card)
+    return Eagle2Proposer(drafter, greedy_temperature=greedy_t, mode=mode, slot_acceptance=slots, **budget)
 
 
 def _eagle3(arg, target, draft, weights):
@@ -276,11 +288,13 @@ def _eagle3(arg, target, draft, weights):
     arg, mode = _sibling_mode(arg, "eagle3:TOTAL-DEPTH")
     budget = _tree_budget(arg, "eagle3")
     if weights == "random":
-        drafter, greedy_t = Eagle3Drafter.untrained(target), 1.0
+        drafter, greedy_t, slots = Eagle3Drafter.untrained(target), 1.0, MADE_UP_SLOT_ACCEPTANCE
     else:
         drafter, card = _zoo_module(target, "eagle3", load_eagle3)
-        greedy_t = card["calibration"]["greedy_temperature"]
-    return Eagle3Proposer(drafter, greedy_temperature=greedy_t, mode=mode, **budget)  # chapter 08's tree
+        greedy_t, slots = card["calibration"]["greedy_temperature"], _slot_acceptance(card)
+    return Eagle3Proposer(  # chapter 08's tree
+        drafter, greedy_temperature=greedy_t, mode=mode, slot_acceptance=slots, **budget
+    )
 
 
 def _dflash(arg, target, draft, weights):

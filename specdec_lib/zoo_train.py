@@ -448,6 +448,30 @@ def calibrate_eagle(name: str, texts=None):
     }
     (zoo.ZOO_DIR / name / "eagle" / "card.json").write_text(json.dumps(card, indent=1) + "\n")
     log(f"eagle calibration: {card['calibration']}")
+    calibrate_sampled_slots(name, "eagle", (seqs, starts))
+
+
+def calibrate_sampled_slots(name: str, kind: str, texts=None, seed: int = 0):
+    """Measure what a sampled child slot is worth for the `kind` ("eagle" or "eagle3") drafter (chapter
+    08's slot_acceptance, at T = 1, on the validation prompts) and record the table in its card, where
+    the registry's eagle2 / eagle3 find it. Only the shape of their sampled trees depends on it."""
+    from specdec_lib.autoregressive import SamplingParams
+    from specdec_lib.eagle import load_eagle
+    from specdec_lib.eagle2 import slot_acceptance
+    from specdec_lib.eagle3 import load_eagle3
+
+    target, _, tok = zoo.load_pair(name, device="cpu")
+    drafter, card = load_eagle(target, "eagle", name) if kind == "eagle" else load_eagle3(target, name)
+    seqs, starts = texts or validation_greedy_texts(target, tok)
+    gen = torch.Generator().manual_seed(seed)
+    acc = slot_acceptance(drafter, target, seqs, starts, SamplingParams(1.0), generator=gen)
+    card["calibration"]["sampled_slot_acceptance"] = {
+        "how": "chapter 08's slot_acceptance at T = 1: depths 1-5 along 64 greedy target tokens after each of "
+        "30 validation prompts, 4 draws of 8 slots per position, 10 bins of the drafter's top probability",
+        "acc": [[round(float(x), 4) for x in row] for row in acc],
+    }
+    (zoo.ZOO_DIR / name / kind / "card.json").write_text(json.dumps(card, indent=1) + "\n")
+    log(f"{kind} sampled-slot acceptance, first slot by bin: {acc[:, 0].tolist()}")
 
 
 # ------------------------------------------------------------------------- EAGLE-3 (chapter 09)
@@ -595,6 +619,7 @@ def train_eagle3_stage(name: str, seed: int, batch: int = 8, length: int = 256, 
         "torch": torch.__version__,
     }
     zoo.save_weights(final, "eagle3", card, preset=name)
+    calibrate_sampled_slots(name, "eagle3")
     log(f"eagle3 saved under {zoo.ZOO_DIR / name}; tau {res['tau_greedy_eagle2_tree']}")
 
 

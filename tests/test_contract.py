@@ -274,8 +274,8 @@ class DrawnSiblings:
     """The naive port of EAGLE-2 to sampling: draw a node's k children first, then score each by its
     drawn token's own log-probability, so that the re-rank keeps the confident draws."""
 
-    def __init__(self, logp, q, k, generator=None):
-        exact = Siblings(logp, q, k, generator)
+    def __init__(self, logp, q, k, generator=None, worth=None):
+        exact = Siblings(logp, q, k, generator)  # the same draws, in the same order
         self.q, self.drawn = q, [exact.take(j) for j in range(len(exact.scores))]
         self.scores = [float(q[t].log()) for t, _ in self.drawn]  # the drawn tokens' own confidences
 

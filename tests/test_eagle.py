@@ -8,10 +8,11 @@ import torch
 from conftest import tiny_model
 
 from specdec_lib import hf
-from specdec_lib.autoregressive import SamplingParams
+from specdec_lib.autoregressive import SamplingParams, process_logits
 from specdec_lib.contract import fresh_eagle_logits
 from specdec_lib.eagle import EagleDrafter, EagleProposer, eagle_choices, eagle_loss, load_eagle
 from specdec_lib.eagle2 import Eagle2Proposer, rerank
+from specdec_lib.speculative import DraftTree
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +123,13 @@ def test_eagle2_tree_shape_and_arguments(target):
             Eagle2Proposer(dr, **bad)
     tokens = torch.tensor([1, 5, 2, 7, 3])
     feats = {-1: hf.hidden_states(target, tokens[None, :-1], (-1,))[-1][0]}
-    for total, depth, k, max_depth in ((8, 4, 3, 9), (40, 3, 4, 9), (16, 5, 2, 2), (3, 6, 4, 9)):
+    for total, depth, k, max_depth in (
+        (8, 4, 3, 9),
+        (40, 3, 4, 9),
+        (16, 5, 2, 2),
+        (3, 6, 4, 9),
+        (1, 6, 4, 9),
+    ):
         prop = Eagle2Proposer(dr, total_tokens=total, depth=depth, top_k=k)
         prop.start(target, tokens, SamplingParams(0.0), None, dict(feats))
         tree = prop.propose(tokens, max_depth)
@@ -132,8 +139,19 @@ def test_eagle2_tree_shape_and_arguments(target):
         assert (tree.parents < torch.arange(len(tree))).all()
         for kids in tree.children().values():
             assert len(set(tree.tokens[kids].tolist())) == len(kids) <= k
-        assert prop.forwards == min(depth, max_depth)  # catch-up + one pass per expanded depth
-        assert len(prop.cache) == len(tokens) - 1 + k * (min(depth, max_depth) - 1)
+        passes = prop.forwards  # catch-up + one pass per expanded depth
+        assert 1 <= passes <= min(depth, max_depth) and len(prop.cache) == len(tokens) - 1 + k * (passes - 1)
+        # Stopping early (no deeper node can make the cut) must give the tree a full expansion gives:
+        # expand everything (a budget no tree reaches), then keep the `total` best with the same rerank.
+        full = Eagle2Proposer(dr, total_tokens=10**6, depth=depth, top_k=k)
+        full.start(target, tokens, SamplingParams(0.0), None, dict(feats))
+        everything = full.propose(tokens, max_depth)
+        assert full.forwards == min(depth, max_depth) and len(everything) == recorded
+        keep = rerank(full.scores.tolist(), everything.parents.tolist(), total)
+        assert tree.tokens.tolist() == everything.tokens[keep].tolist()
+        assert tree.parents.tolist() == DraftTree.renumber(everything.parents.tolist(), keep).tolist()
+        if total == 1:
+            assert passes == 1  # the root's best slot is the tree: nothing below it can outscore it
 
 
 def test_eagle_runs_in_bfloat16():
@@ -199,3 +217,30 @@ def test_the_tree_proposers_name_what_they_need_of_a_drafter():
     assert isinstance(Eagle3Proposer(Eagle3Drafter(target)), FeatureTreeProposer)
     with pytest.raises(ValueError, match="Eagle3Drafter"):
         Eagle3Proposer(EagleDrafter(target))
+
+
+def test_slot_acceptance_first_slot_is_one_minus_tv(target):
+    """A sampled first slot is accepted with probability 1 - TV(p, q): the table's first column (one bin)
+    must match that mean over the same positions, and no row can accept more than once in total."""
+    from specdec_lib.eagle import drafting_steps
+    from specdec_lib.eagle2 import slot_acceptance
+
+    dr = EagleDrafter(target)
+    torch.nn.init.normal_(dr.fc.weight, std=0.3)
+    seqs, starts, s = [torch.tensor([1, 5, 2, 7, 3, 9, 4, 6, 8])], [3], SamplingParams(1.0)
+    gen = torch.Generator().manual_seed(0)
+    acc = slot_acceptance(dr, target, seqs, starts, s, depth=2, slots=4, bins=1, draws=400, generator=gen)
+    head = hf.lm_head(target)
+    overlap = [
+        float(torch.minimum(process_logits(head(f[n + d - 1]), s), process_logits(lg, s)).sum())
+        for _, f, n, d, lg in drafting_steps(dr, target, seqs, starts, 2)
+    ]
+    assert abs(float(acc[0, 0]) - sum(overlap) / len(overlap)) < 0.03
+    assert acc.shape == (1, 4) and bool((acc >= 0).all()) and float(acc.sum()) <= 1 + 1e-6
+    by_bin = slot_acceptance(dr, target, seqs, starts, s, depth=2, slots=4, bins=10, draws=4, generator=gen)
+    assert by_bin.shape == (10, 4) and float(by_bin.sum(1).max()) <= 1 + 1e-6  # empty bins: the pooled row
+    for bad in ([[0.5, 0.2]], [[1.5, 0.1, 0.1, 0.1]], [0.9, 0.1, 0.0, 0.0]):  # too few slots, > 1, not 2-D
+        with pytest.raises(ValueError, match="slot_acceptance"):
+            Eagle2Proposer(dr, top_k=4, slot_acceptance=bad)
+    prop = Eagle2Proposer(dr, top_k=3, slot_acceptance=[[0.6, 0.05, 0.1, 0.0]])
+    assert prop.slot_worth.exp()[0, :3].tolist() == pytest.approx([0.6, 0.05, 0.05])  # never rising
