@@ -146,11 +146,14 @@ EAGLE2_MODES = ("without_replacement", "topk")
 class Eagle2Proposer(FeatureTreeProposer):
     """EAGLE-2: the same drafter, a dynamic tree grown where the drafter is confident.
 
-    Every node offers `top_k` child slots, slot j worth the node's score plus the j-th largest
-    log-probability of the drafter there (`Siblings`). Depth 1: the root's slots. Then, `depth - 1`
-    times, ONE drafter pass over the frontier (k nodes), whose k^2 child slots are all recorded, and the
-    k best cumulative scores become the next frontier. Finally the `total_tokens` best recorded slots
-    form the tree (`rerank`); only then are the remaining kept slots drawn.
+    Every node offers `top_k` child slots, slot j worth the node's score plus the slot's own log-worth
+    (`Siblings`): the j-th largest log-probability of the drafter for a pick, the measured
+    log-acceptance for a draw. Depth 1: the root's slots. Then, up to `depth - 1` times, ONE drafter
+    pass over the frontier (k nodes), whose k^2 child slots are all recorded, and the k best cumulative
+    scores become the next frontier; it stops early once no frontier node outscores the
+    `total_tokens`-th best recorded slot (nothing deeper could make the tree). Finally the
+    `total_tokens` best recorded slots form the tree (`rerank`); only then are the remaining kept slots
+    drawn.
 
     How a slot is filled (`mode`): greedily, or with mode="topk", by the drafter's rank-j token, a
     deterministic pick (q = None: a point mass, accepted with the target's probability P(x)). When
@@ -165,8 +168,9 @@ class Eagle2Proposer(FeatureTreeProposer):
     table a sampled slot is worth its point-mass estimate, the j-th largest log q.
 
     The greedy scores are log-probabilities at `greedy_temperature`, fitted so that confidence matches
-    greedy acceptance (`fit_greedy_temperature`); when sampling, at the sampling temperature (the
-    drafter was trained on the target's T = 1 distribution). Only the tree's shape depends on them.
+    greedy acceptance (`fit_greedy_temperature`); for picks when sampling (mode "topk"), at the sampling
+    temperature (the drafter was trained on the target's T = 1 distribution). Only the tree's shape
+    depends on them.
     Defaults (16 nodes, depth 8, top_k 4) are the official Qwen3 script's depth and width at our budget;
     on 50 validation prompts depth 8 beat depth 6 and top_k 3..8 were within 1%."""
 
@@ -188,7 +192,7 @@ class Eagle2Proposer(FeatureTreeProposer):
             raise ValueError(f"greedy_temperature must be a positive number, got {greedy_temperature!r}")
         if mode not in EAGLE2_MODES:
             raise ValueError(f"EAGLE-2's mode must be one of {EAGLE2_MODES}, got {mode!r}")
-        self.slot_worth = None  # log slot_acceptance, non-increasing along each row
+        self.slot_worth = None  # log slot_acceptance, each row made non-increasing
         if slot_acceptance is not None:
             table = torch.as_tensor(slot_acceptance, dtype=torch.float32)
             if table.dim() != 2 or table.shape[1] < top_k or not bool(((table >= 0) & (table <= 1)).all()):
@@ -196,8 +200,8 @@ class Eagle2Proposer(FeatureTreeProposer):
                     f"slot_acceptance must be a [bins, slots >= top_k = {top_k}] table of probabilities, "
                     f"got shape {tuple(table.shape)}"
                 )
-            # A later sibling must never outrank an earlier one: the kept siblings stay a prefix of the
-            # draw order, so each kept draw's q row is the law it was drawn from.
+            # A draw is tried only after every earlier sibling was rejected, so it is never worth more
+            # than they are: a measured row that says otherwise is noise, and cummin irons it out.
             self.slot_worth = table.clamp(min=1e-6).cummin(1).values.log()
         super().__init__(drafter, mode)  # chapter 07's drafter side
         self.total_tokens, self.depth, self.top_k = total_tokens, depth, top_k

@@ -411,7 +411,7 @@ register(
     chapter=8,
     summary="EAGLE-2: the same drafter grows a dynamic tree, keeping the TOTAL most promising child slots "
     "(eagle2:TOTAL-DEPTH also caps the depth, default 8); sampling, each slot is drawn without replacement "
-    "(+topk: the drafter's top-k picks, point masses)",
+    "and ranked by its measured acceptance, from the card (+topk: the drafter's top-k picks, point masses)",
     example="eagle2:8",
     zoo_weights="eagle",
     fresh_draft=contract.fresh_eagle,

@@ -307,6 +307,21 @@ def test_sample_then_rerank_is_caught_and_slot_ranking_is_exact(spec, tiny, monk
     assert gap > 10 * EXACT, f"the exact sampling check missed {spec}'s sample-then-rerank (gap {gap:.1e})"
 
 
+def test_a_later_slot_kept_without_the_earlier_one_is_still_exact(tiny, monkeypatch):
+    """Why ranking slots is enough, even when the table is not monotone: with a budget of ONE node and a
+    second slot worth more than the first (no cummin), the tree is slot 1 alone, its token drawn after a
+    slot-0 draw the verifier never sees, and reported with the q left after that draw. Given the unseen
+    draw, that row is exactly the law of the token, so every verification is exact and so is the mixture:
+    what must never happen is a slot kept or dropped because of its OWN token (sample-then-rerank)."""
+    target, draft = tiny
+    sampling, max_new = SAMPLINGS["T=1"]
+    base = sd.make_proposer("eagle2:1-2", target, draft, weights="random")
+    base.top_k = 3
+    base.slot_worth = torch.tensor([[0.4, 0.44, 0.04]] * 10).log()  # rising, as a noisy row could be
+    law = first_two_tokens_law(target, lambda: copy.copy(base), sampling, max_new, monkeypatch)
+    assert law_gap(law, target_law(target, sampling)) < EXACT
+
+
 def test_a_broken_verifier_is_caught(tiny, monkeypatch):
     """After a rejection, sampling the correction from p instead of the residual max(0, p - q)."""
     target, draft = tiny

@@ -83,6 +83,15 @@ def verdict(exercise: str, fn, cases) -> str:
     return status
 
 
+def unanswered(exercise: str, answers, ask: str) -> bool:
+    """True, after printing the not-attempted line with what to do (`ask`), while any of an exercise's
+    value answers is still `...` or None: the checkers of exercises answered with numbers start with it."""
+    if any(a is ... or a is None for a in answers):
+        print(f"{_ICON[NOT_ATTEMPTED]} {exercise}: {NOT_ATTEMPTED} — {ask}")
+        return True
+    return False
+
+
 def expect(condition: bool, hint: str) -> None:
     if not condition:
         raise Incorrect(hint)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import torch
 
 from specdec_lib.checks._core import (
-    _ICON,
     NOT_ATTEMPTED,
     Answers,
     Incorrect,
@@ -17,6 +16,7 @@ from specdec_lib.checks._core import (
     as_int_list,
     expect,
     seed,
+    unanswered,
     verdict,
 )
 
@@ -185,10 +185,8 @@ def check_mss_example(accept_a=..., accept_b=..., correction=...) -> str:
     that A is accepted, the probability that B is accepted (A tried first), and the distribution of the
     correction token when both are rejected. Leave any as `...` while not attempted."""
     answers = (accept_a, accept_b, correction)
-    if any(a is ... or a is None for a in answers):
-        status = NOT_ATTEMPTED
-        print(f"{_ICON[status]} MSS by hand: {status} — set the three answers")
-        return status
+    if unanswered("MSS by hand", answers, "set the three answers"):
+        return NOT_ATTEMPTED
 
     def cases(answer):
         a, b, r = answer
@@ -230,10 +228,8 @@ def check_sibling_acceptance(picks=..., samples=...) -> str:
     they are two samples drawn without replacement (each verified with the q it was drawn from). Leave
     either as `...` while not attempted."""
     answers = (picks, samples)
-    if any(a is ... or a is None for a in answers):
-        status = NOT_ATTEMPTED
-        print(f"{_ICON[status]} picks or samples: {status} — set both answers")
-        return status
+    if unanswered("picks or samples", answers, "set both answers"):
+        return NOT_ATTEMPTED
 
     def cases(answer):
         a, b = as_float(answer[0], "picks"), as_float(answer[1], "samples")

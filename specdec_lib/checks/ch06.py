@@ -11,7 +11,6 @@ import math
 import torch
 
 from specdec_lib.checks._core import (
-    _ICON,
     NOT_ATTEMPTED,
     Answers,
     Incorrect,
@@ -20,6 +19,7 @@ from specdec_lib.checks._core import (
     expect,
     hidden,
     seed,
+    unanswered,
     verdict,
 )
 
@@ -151,10 +151,8 @@ def check_deepseek_numbers(tau=..., round_overhead=...) -> str:
     """Your numbers for one drafted token accepted with probability 0.85 and a 1.8x speedup: tau, and how much
     more one round costs than a plain decoding step (a fraction). Leave either as `...` while not attempted."""
     answers = (tau, round_overhead)
-    if any(a is ... or a is None for a in answers):
-        status = NOT_ATTEMPTED
-        print(f"{_ICON[status]} DeepSeek-V3's numbers: {status} — set the two answers")
-        return status
+    if unanswered("DeepSeek-V3's numbers", answers, "set the two answers"):
+        return NOT_ATTEMPTED
 
     def cases(answer):
         t, overhead = (as_float(a, what) for a, what in zip(answer, ("tau", "the round overhead")))

@@ -9,7 +9,6 @@ from __future__ import annotations
 import torch
 
 from specdec_lib.checks._core import (
-    _ICON,
     NOT_ATTEMPTED,
     Answers,
     Incorrect,
@@ -18,6 +17,7 @@ from specdec_lib.checks._core import (
     hidden,
     options_of,
     seed,
+    unanswered,
     verdict,
 )
 
@@ -42,8 +42,7 @@ def check_teacher_forcing(depth=..., choice=...) -> str:
     EAGLE-3's (both trained on the same 1.1M tokens); choice: the letter of the option in TF_OPTIONS that
     says why."""
     name = "the teacher-forced drafter's collapse"
-    if any(a is ... or a is None for a in (depth, choice)):
-        print(f"{_ICON[NOT_ATTEMPTED]} {name}: {NOT_ATTEMPTED} — give a depth and a letter")
+    if unanswered(name, (depth, choice), "give a depth and a letter"):
         return NOT_ATTEMPTED
 
     def cases(_):

@@ -20,17 +20,11 @@ from specdec_lib.checks._core import (
     hidden,
     options_of,
     seed,
+    unanswered,
     verdict,
 )
 
 _expected = Answers("ch10")
-
-
-def _not_attempted(name: str, *answers) -> bool:
-    if any(a is ... or a is None for a in answers):
-        print(f"{_ICON[NOT_ATTEMPTED]} {name}: {NOT_ATTEMPTED} — fill in every answer")
-        return True
-    return False
 
 
 # ------------------------------------------------------- exercise 1: what DFlash changes about drafting
@@ -145,7 +139,7 @@ def check_needed_c(c=...) -> str:
     DFlash (keeping its tau and V from the committed benchmark, T = 0, dflash:8) as fast as EAGLE-3's
     predicted speedup there (eagle3:16)."""
     name = "how cheap DFlash's pass would have to be"
-    if _not_attempted(name, c):
+    if unanswered(name, (c,), "set c, a fraction of a target pass"):
         return NOT_ATTEMPTED
 
     def cases(_):
