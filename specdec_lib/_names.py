@@ -106,6 +106,7 @@ EXPORTS = {
     ],
     "eagle2": [
         "calibration_records",
+        "confidence_bin",
         "reliability",
         "fit_greedy_temperature",
         "slot_acceptance",

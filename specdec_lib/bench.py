@@ -414,7 +414,8 @@ def _f(x, spec="{:.2f}"):
     return "-" if x is None or x != x else spec.format(x)
 
 
-def _heading(key: str) -> str:
+def sampling_heading(key: str) -> str:
+    """A report key as words: "0" -> "T = 0", "0.7:0.9" -> "T = 0.7, top-p 0.9"."""
     t, _, p = key.partition(":")
     return f"T = {t}, top-p {p}" if p else f"T = {t}"
 
@@ -434,7 +435,7 @@ def markdown(report) -> str:
         ar = rows["ar"]
         lines += [
             "",
-            f"**{_heading(t)}** (plain AR: {ar['tokens_per_second']:.1f} tokens/s; t1 = {ar['t1_ms']:.2f} ms, its target "
+            f"**{sampling_heading(t)}** (plain AR: {ar['tokens_per_second']:.1f} tokens/s; t1 = {ar['t1_ms']:.2f} ms, its target "
             "pass and sampling per token)",
             "",
             "| method | tau | acceptance by position | tokens/s | speedup [quartiles] | draft / verify / other ms "

@@ -3,6 +3,7 @@
 
 __all__ = [
     "calibration_records",
+    "confidence_bin",
     "reliability",
     "fit_greedy_temperature",
     "slot_acceptance",
@@ -41,10 +42,15 @@ def calibration_records(drafter, target, sequences, starts, depth=5, top=4, temp
     return {t: torch.cat(r) for t, r in rows.items()}
 
 
+def confidence_bin(confidence, bins: int = 10):
+    """The bin (width 1 / bins) of a probability, a tensor of them or one number; 1.0 falls in the last."""
+    return torch.clamp((torch.as_tensor(confidence) * bins).long(), max=bins - 1)
+
+
 def reliability(confidence, accepted, bins: int = 10):
-    """Per confidence bin (width 1 / bins): (mean confidence, mean acceptance, count) of the non-empty
+    """Per confidence bin (`confidence_bin`): (mean confidence, mean acceptance, count) of the non-empty
     bins, and the expected calibration error: their gaps averaged with weights bin count / total."""
-    idx = torch.clamp((confidence * bins).long(), max=bins - 1)
+    idx = confidence_bin(confidence, bins)
     rows, ece = [], 0.0
     for b in range(bins):
         m = idx == b
@@ -84,7 +90,7 @@ def slot_acceptance(drafter, target, sequences, starts, sampling, depth=5, slots
                 worth[j] += reach * accept / draws
                 reach, P = reach * (1 - accept), residual(P, row)
                 left[x] = 0
-        rows.append((min(int(q.max() * bins), bins - 1), worth))
+        rows.append((int(confidence_bin(q.max(), bins)), worth))
     acc, count = torch.zeros(bins, slots), torch.zeros(bins)
     for b, worth in rows:
         acc[b] += worth
@@ -215,7 +221,7 @@ class Eagle2Proposer(FeatureTreeProposer):
         q = process_logits(logits, self.sampling)  # exactly what the draws come from
         worth = None
         if self.slot_worth is not None:  # the row for q's largest probability, known before any draw
-            worth = self.slot_worth[min(int(q.max() * len(self.slot_worth)), len(self.slot_worth) - 1)]
+            worth = self.slot_worth[confidence_bin(q.max(), len(self.slot_worth))]
         return Siblings(q.log(), q, self.top_k, self.generator, worth)
 
     @torch.no_grad()

@@ -342,7 +342,7 @@ register(
     example="chain:3",
     needs_draft=True,
     fresh_draft=contract.fresh_chain,
-    bench=("chain:4",),
+    bench=("chain:4", "chain:2"),
 )
 register(
     "tree",

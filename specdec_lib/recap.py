@@ -39,9 +39,9 @@ def plot_benchmark(report):
     width = 0.8 / len(temps)
     x = np.arange(len(methods))
     for i, t in enumerate(temps):
-        rows = report["results"][t]
+        rows, label = report["results"][t], "T = " + t.replace(":", ", top-p ")  # "0.7:0.9": top-p 0.9
         tau = [rows[m]["tau"] for m in methods]
-        ax[0, 0].bar(x + i * width, tau, width, label=f"T = {t}")
+        ax[0, 0].bar(x + i * width, tau, width, label=label)
         tps = np.array([rows[m]["tokens_per_second"] for m in methods])
         q = (
             np.array([rows[m]["speedup_per_prompt_quartiles"] for m in methods])
@@ -53,7 +53,7 @@ def plot_benchmark(report):
             width,
             yerr=[tps - np.minimum(tps, q[:, 0]), np.maximum(tps, q[:, 2]) - tps],
             capsize=2,
-            label=f"T = {t}",
+            label=label,
         )
         for xi, m in zip(x, methods):
             ax[0, 1].text(
@@ -70,7 +70,7 @@ def plot_benchmark(report):
         pred = [rows[m].get("predicted_speedup") for m in methods]
         meas = [rows[m]["speedup"] for m in methods]
         pts = [(p, s, m) for p, s, m in zip(pred, meas, methods) if p is not None]
-        ax[1, 1].scatter([p for p, _, _ in pts], [s for _, s, _ in pts], label=f"T = {t}")
+        ax[1, 1].scatter([p for p, _, _ in pts], [s for _, s, _ in pts], label=label)
         for p, s, m in pts:
             ax[1, 1].annotate(m, (p, s), fontsize=6, xytext=(3, 2), textcoords="offset points", color=f"C{i}")
     for a in (ax[0, 0], ax[0, 1]):

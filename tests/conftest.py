@@ -136,12 +136,14 @@ class ExactLaw:
     outcomes has been visited; `run(fn)` returns {fn's result: its exact probability}.
 
     torch.multinomial (1-D, with or without replacement) branches over its support with the exact
-    probabilities; torch.rand returns a symbolic uniform (`_Uniform`); every other source of
-    randomness raises, so nothing random escapes the enumeration."""
+    probabilities; torch.rand returns a symbolic uniform (`_Uniform`), and torch.searchsorted of a scaled
+    uniform in a cumulative sum (chapter 01's inverse-CDF `sample_token`) branches over the intervals it
+    can land in; every other source of randomness raises, so nothing random escapes the enumeration."""
 
     def __init__(self, monkeypatch):
         monkeypatch.setattr(torch, "multinomial", self._multinomial)
         monkeypatch.setattr(torch, "rand", self._rand)
+        monkeypatch.setattr(torch, "searchsorted", self._searchsorted(torch.searchsorted))
         for name in ("randn", "randint", "randperm", "bernoulli", "rand_like", "randn_like", "normal"):
             monkeypatch.setattr(torch, name, self._forbidden)
         for name in ("multinomial", "uniform_", "exponential_", "bernoulli_", "random_", "normal_"):
@@ -165,6 +167,20 @@ class ExactLaw:
                 left = left / left.sum()
             picks.append(self.choose(list(enumerate(left.tolist()))))
         return torch.tensor(picks, device=probs.device)
+
+    def _searchsorted(self, real):
+        def searchsorted(sorted_sequence, values, *args, right=False, **kwargs):
+            if not isinstance(values, _Uniform):
+                return real(sorted_sequence, values, *args, right=right, **kwargs)
+            if args or kwargs or not right or sorted_sequence.dim() != 1 or values.scale.numel() != 1:
+                raise NotImplementedError("the explorer handles searchsorted(cdf [V], u * a, right=True)")
+            # the first i with cdf[i] > u * a: u * a ~ U(0, a) lands in [cdf[i-1], cdf[i]) with
+            # probability (cdf[i] - cdf[i-1]) / a, clipped to [0, a)
+            a, cdf = float(values.scale), sorted_sequence.double().clamp(max=float(values.scale))
+            width = torch.diff(cdf, prepend=cdf.new_zeros(1)) / a
+            return torch.tensor([self.choose(list(enumerate(width.tolist())))], device=sorted_sequence.device)
+
+        return searchsorted
 
     def _rand(self, *size, generator=None, dtype=None, device=None, **kwargs):
         shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)) else size

@@ -95,6 +95,15 @@ MUTANTS = {
             )
         ],
     ),
+    "M6b the sampler forgets that weights need not sum to 1 (u is not scaled by the total)": (
+        "specdec_lib/autoregressive.py",
+        [
+            (
+                "    return int(torch.searchsorted(cdf, u * cdf[-1], right=True))",
+                "    return int(torch.searchsorted(cdf, u, right=True).clamp(max=len(probs) - 1))",
+            )
+        ],
+    ),
     "M7 the engine's target distribution ignores top-k / top-p": (
         "specdec_lib/speculative.py",
         [
@@ -268,6 +277,7 @@ CATCHERS = {
         "tests/test_engine_exact_sampling.py::test_top_k_and_top_p_both_cut_in_this_case",
     ),
     "M6": ("tests/test_engine.py::test_chain_verification_is_exactly_lossless[sampling0]",),
+    "M6b": ("tests/test_engine.py::test_sample_token_draws_each_token_with_its_weight",),
     "M7": (
         "tests/test_engine_exact_sampling.py::test_the_engine_samples_three_tokens_exactly_like_the_target",
     ),

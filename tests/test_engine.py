@@ -62,6 +62,31 @@ def test_greedy_is_a_point_mass_on_the_argmax():
     assert torch.equal(probs.argmax(-1), logits.argmax(-1)) and torch.equal(probs.sum(-1), torch.ones(4))
 
 
+def test_sample_token_draws_each_token_with_its_weight(monkeypatch):
+    """Chapter 01's inverse-CDF sampler, exactly (every interval of the cumulative sum is one outcome of the
+    enumeration): one draw follows weights / total, unnormalised weights included, and a zero weight,
+    first, inside or last, is never drawn."""
+    weights = torch.tensor([0.0, 0.3, 0.0, 0.5, 0.2, 0.0]) * 2.5
+    law = ExactLaw(monkeypatch).run(lambda: sd.sample_token(weights))
+    assert set(law) == {1, 3, 4}
+    for token, chance in law.items():
+        assert chance == pytest.approx(float(weights[token] / weights.sum()), abs=1e-6)  # fp32 weights
+
+
+def test_sample_token_with_a_real_generator():
+    """The same with torch's generator: seeded draws repeat, zero weights never come up, frequencies match,
+    and a point mass returns its token without moving the generator."""
+    weights = torch.tensor([0.0, 0.1, 0.0, 0.6, 0.3, 0.0])
+    g = torch.Generator().manual_seed(0)
+    draws = torch.tensor([sd.sample_token(weights, g) for _ in range(20000)])
+    again = torch.Generator().manual_seed(0)
+    assert draws[:50].tolist() == [sd.sample_token(weights, again) for _ in range(50)]
+    freq = torch.bincount(draws, minlength=6) / len(draws)
+    assert freq[[0, 2, 5]].sum() == 0 and (freq - weights).abs().max() < 0.02
+    state = g.get_state()
+    assert sd.sample_token(torch.tensor([0.0, 0.0, 1.0]), g) == 2 and torch.equal(g.get_state(), state)
+
+
 # ------------------------------------------------------------------------------------ bad input
 def test_bad_requests_raise(tiny_pair):
     target, draft = tiny_pair
