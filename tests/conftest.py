@@ -214,3 +214,37 @@ def record_drafts(prop, drafted: list):
 
     prop.propose = recorded
     return prop
+
+
+# --------------------------------------------- the greedy contract's checks (test_contract, test_real_model)
+def spy(name, prop, target):
+    """Wrap `prop.propose` so that every greedy draft is checked against the registry's fresh reference."""
+    from specdec_lib import methods
+    from specdec_lib.contract import check_draft_is_fresh
+
+    propose = prop.propose
+
+    def checked(tokens, max_depth):
+        tree = propose(tokens, max_depth)
+        if tree is not None and len(tree):
+            assert int(tree.depth().max()) <= max_depth
+            check_draft_is_fresh(methods.METHODS[name].fresh_draft, prop, target, tokens, tree, name=name)
+        return tree
+
+    prop.propose = checked
+    return prop
+
+
+def check_target_cache(target, tol=1e-4):
+    """An on_round hook: after every round the target's cache must equal a fresh prefill."""
+    import copy
+
+    from specdec_lib import hf
+
+    def on_round(tokens, verdict, cache):
+        assert hf.cache_length(cache) == len(tokens) - 1  # the pending token is not cached yet
+        fresh = hf.forward(target, tokens).logits[-1]
+        cached = hf.forward(target, tokens[-1:], copy.deepcopy(cache)).logits[-1]
+        assert (cached - fresh).abs().max() <= tol, "the target's cache differs from a fresh prefill"
+
+    return on_round

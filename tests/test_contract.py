@@ -18,12 +18,19 @@ import copy
 
 import pytest
 import torch
-from conftest import ExactLaw, continuation_logits, record_drafts, split_tables, tiny_model
+from conftest import (
+    ExactLaw,
+    check_target_cache,
+    continuation_logits,
+    record_drafts,
+    split_tables,
+    spy,
+    tiny_model,
+)
 
 import specdec_lib as sd
 from specdec_lib import hf, methods, rejection
 from specdec_lib.autoregressive import SamplingParams, generate_ar, process_logits
-from specdec_lib.contract import check_draft_is_fresh
 from specdec_lib.eagle2 import Siblings
 from specdec_lib.speculative import DraftTree, Proposer
 
@@ -33,31 +40,6 @@ LAW_SPECS = [spec for m in methods.METHODS.values() for spec in m.law_examples] 
 
 # The fresh, teacher-forced references live in the registry: `methods.METHODS[name].fresh_draft`, one of
 # specdec_lib.contract's functions for the course's methods (or a method's own, registered with it).
-
-
-def spy(name, prop, target):
-    """Wrap `prop.propose` so that every greedy draft is checked against the fresh reference."""
-    propose = prop.propose
-
-    def checked(tokens, max_depth):
-        tree = propose(tokens, max_depth)
-        if tree is not None and len(tree):
-            assert int(tree.depth().max()) <= max_depth
-            check_draft_is_fresh(methods.METHODS[name].fresh_draft, prop, target, tokens, tree, name=name)
-        return tree
-
-    prop.propose = checked
-    return prop
-
-
-def check_target_cache(target):
-    def on_round(tokens, verdict, cache):
-        assert hf.cache_length(cache) == len(tokens) - 1  # the pending token is not cached yet
-        fresh = hf.forward(target, tokens).logits[-1]
-        cached = hf.forward(target, tokens[-1:], copy.deepcopy(cache)).logits[-1]
-        assert (cached - fresh).abs().max() <= 1e-4, "the target's cache differs from a fresh prefill"
-
-    return on_round
 
 
 # ------------------------------------------------------------------------------ the greedy contract
