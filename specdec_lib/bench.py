@@ -35,8 +35,10 @@ Definitions (one of each, used everywhere):
 Samplings: `--temperature 0,0.7:0.9,1` names three, T = 0 (greedy), T = 0.7 with top-p 0.9 ("T:P") and
 T = 1 (the raw distribution); the report keys its results by the same strings ("0", "0.7:0.9", "1").
 At T = 0 every method's tokens must equal the baseline's on every prompt: a mismatch is an error (exit 1).
-Outputs: --out DIR gets bench.json, bench.md and bench.png. Timings depend on the machine and its load:
-compare rows of one run, never numbers across runs.
+Outputs: --out DIR gets bench.json, bench.md and bench.png (bench-PRESET.* for a --preset other than
+tiny-code; `--preset smollm2-135m`, the real model offline, decodes the project's held-out instructions in
+its chat template, to its end token). Timings depend on the machine and its load: compare rows of one run,
+never numbers across runs.
 """
 
 from __future__ import annotations
@@ -300,20 +302,24 @@ def measure(
     temperatures = [sampling_setting(t) for t in temperatures]
     target, draft, tok = zoo.load_pair(preset, device=device)
     device, eos = hf.device_of(target), tok.eos_token_id
-    texts = zoo.heldout_prompts(prompts)
-    prompts = [torch.tensor(tok.encode(p), device=device) for p in texts]
+    if preset in zoo.REAL_PRESETS:  # a chat model: the project's held-out instructions, in its chat template
+        texts = zoo.instructions("test", prompts)
+        prompts = [zoo.chat_ids(tok, p, device) for p in texts]
+    else:
+        texts = zoo.heldout_prompts(prompts)
+        prompts = [torch.tensor(tok.encode(p), device=device) for p in texts]
     specs = ["ar"] + [m for m in methods if m != "ar"]
     from specdec_lib.methods import METHODS
 
     skipped = {}
-    if (
-        preset in zoo.HUB_PRESETS
-    ):  # the hub presets have no trained proposers: only methods without zoo weights
-        for m in list(specs):
-            entry = METHODS.get(m.partition(":")[0])
-            if entry is not None and entry.zoo_weights:
-                skipped[m] = f"no zoo weights for preset {preset}"
-                specs.remove(m)
+    for m in list(specs):  # what this preset cannot run: no draft model, or no trained weights for it
+        entry = METHODS.get(m.partition(":")[0])
+        if draft is None and (m.startswith("hf-assisted") or (entry is not None and entry.needs_draft)):
+            skipped[m] = f"preset {preset} has no draft model"
+        elif entry is not None and entry.zoo_weights and not zoo.has_weights(entry.zoo_weights, preset):
+            skipped[m] = f"no zoo weights for preset {preset}"
+        if m in skipped:
+            specs.remove(m)
     runners = {m: make_runner(m, target, draft, eos) for m in specs}
     for fn in runners.values():  # warm-up: every path once (kernels, caches, lazy imports)
         for t in temperatures:
@@ -377,6 +383,11 @@ def measure(
     }
 
 
+def report_stem(preset: str) -> str:
+    """The report's file name without suffix: bench for the tiny zoo, bench-PRESET for another preset."""
+    return "bench" if preset == "tiny-code" else f"bench-{preset}"
+
+
 def run(args) -> bool:
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -393,14 +404,15 @@ def run(args) -> bool:
     )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "bench.json").write_text(json.dumps(report, indent=1) + "\n")
-    (out / "bench.md").write_text(markdown(report))
-    written = [out / "bench.json", out / "bench.md"]
+    stem = report_stem(args.preset)
+    (out / f"{stem}.json").write_text(json.dumps(report, indent=1) + "\n")
+    (out / f"{stem}.md").write_text(markdown(report))
+    written = [out / f"{stem}.json", out / f"{stem}.md"]
     try:
         from specdec_lib.recap import plot_benchmark
 
-        plot_benchmark(report).savefig(out / "bench.png", dpi=110, bbox_inches="tight")
-        written.append(out / "bench.png")
+        plot_benchmark(report).savefig(out / f"{stem}.png", dpi=110, bbox_inches="tight")
+        written.append(out / f"{stem}.png")
     except ImportError:  # chapter 12 not exported yet: the numbers are written anyway
         pass
     print(markdown(report))
@@ -517,7 +529,11 @@ def main(argv=None):
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--prompts", type=int, default=20, help="how many held-out prompts")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--preset", default="tiny-code", help="tiny-code (offline zoo), smollm2 or qwen3 (hub)")
+    ap.add_argument(
+        "--preset",
+        default="tiny-code",
+        help="tiny-code (offline zoo), smollm2-135m (a real model, offline), smollm2 or qwen3 (hub)",
+    )
     ap.add_argument(
         "--device",
         default=None,

@@ -156,10 +156,13 @@ _LOADED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _zoo_module(target, name: str, load: Callable):
-    """`load(target)` -> (module, card), once per target and name."""
+    """`load(target, preset)` -> (module, card), once per target and name: the weights trained for the
+    preset `target` was loaded from (zoo.preset_of; a model from elsewhere: the tiny zoo's)."""
+    from specdec_lib import zoo
+
     per_target = _LOADED.setdefault(target, {})
     if name not in per_target:
-        per_target[name] = load(target)
+        per_target[name] = load(target, zoo.preset_of(target) or "tiny-code")
     return per_target[name]
 
 
@@ -223,7 +226,7 @@ def _mtp(kind: str):
                 else SequentialMTP(target, depth=3)
             )
         else:
-            mtp, _ = _zoo_module(target, f"mtp-{kind}", lambda t: load_mtp(t, kind))
+            mtp, _ = _zoo_module(target, f"mtp-{kind}", lambda t, p: load_mtp(t, kind, p))
         return MTPProposer(mtp.eval(), _int_arg(arg, 0, f"mtp-{kind}:DEPTH") or None)
 
     return build
@@ -247,7 +250,7 @@ def _eagle_drafter(target, weights):
             "rank_acceptance": {"acc": [[0.5 ** (r + 1) for r in range(4)]] * 4},
             "calibration": {"sampled_slot_acceptance": {"acc": MADE_UP_SLOT_ACCEPTANCE}},
         }
-    return _zoo_module(target, "eagle", load_eagle)
+    return _zoo_module(target, "eagle", lambda t, p: load_eagle(t, preset=p))
 
 
 def _eagle(arg, target, draft, weights):
@@ -320,7 +323,7 @@ def _dflash2(arg, target, draft, weights):
     if weights == "random":
         drafter = DFlash2Drafter.untrained(target, mixing=mixing, selector=selector)
     else:
-        load = lambda t: load_dflash2(t, mixing=mixing, selector=selector)  # noqa: E731
+        load = lambda t, p: load_dflash2(t, p, mixing=mixing, selector=selector)  # noqa: E731
         drafter, _ = _zoo_module(target, f"dflash2+{part or 'both'}", load)
     return DFlash2Proposer(drafter, block_size=block)
 

@@ -18,10 +18,13 @@ from specdec_lib import hf
 
 
 # %% notebooks/12_recap_benchmark.ipynb [e12-031]
-def load_report(path=None) -> dict:
-    """The committed benchmark report (`python -m specdec_lib.bench --out book/data`), or another one."""
+def load_report(path=None, preset: str = "tiny-code") -> dict:
+    """A committed benchmark report: the tiny zoo's (`python -m specdec_lib.bench --out book/data`), another
+    preset's (book/data/bench-PRESET.json, from `--preset PRESET`), or the one at `path`."""
+    from specdec_lib.bench import report_stem  # the harness names the files
+
     root = Path(hf.__file__).resolve().parents[1]  # the repository (specdec_lib's parent)
-    path = Path(path) if path is not None else root / "book" / "data" / "bench.json"
+    path = Path(path) if path is not None else root / "book" / "data" / f"{report_stem(preset)}.json"
     return json.loads(Path(path).read_text())
 
 

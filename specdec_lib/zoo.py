@@ -18,6 +18,7 @@ import os
 import shutil
 import socket
 import sysconfig
+import weakref
 from pathlib import Path
 
 import torch
@@ -142,6 +143,69 @@ def heldout_prompts(n: int | None = None, split: str = "test") -> list[str]:
     return prompts
 
 
+# ----------------------------------------------------------------- instructions for the chat model
+# The project's own instructions for the real model (its drafter's training data and its benchmark), written
+# as templates x topics. The splits share templates but never a topic, so held-out prompts ask about
+# things the drafter never saw the model write about.
+INSTRUCTION_TEMPLATES = (
+    "Explain {t} in simple terms.",
+    "Give me three tips about {t}.",
+    "Write a short poem about {t}.",
+    "What are the main benefits of {t}?",
+    "Describe {t} to a ten-year-old.",
+    "Write a short story that involves {t}.",
+    "List five facts about {t}.",
+    "What are common mistakes people make with {t}?",
+    "Write a haiku about {t}.",
+    "Summarize the history of {t} in a few sentences.",
+    "How can I get started with {t}?",
+    "What questions should I ask an expert on {t}?",
+    "Write a tweet about {t}.",
+    "Compare {t} with something from everyday life.",
+    "What are the pros and cons of {t}?",
+    "Write a short email to a friend about {t}.",
+    "Why is {t} important?",
+    "Give a step-by-step guide related to {t}.",
+    "Write a quiz question about {t} and give the answer.",
+    "Write a product description for something related to {t}.",
+)
+INSTRUCTION_TOPICS = {
+    "train": (
+        "gardening", "volcanoes", "the moon", "coffee", "bicycles", "photosynthesis", "the ocean", "chess",
+        "recycling", "music lessons", "honeybees", "electric cars", "baking bread", "the Roman Empire", "rain",
+        "friendship", "budgeting", "birds", "mountains", "libraries", "sleep", "robots", "trains",
+        "the internet", "dinosaurs", "painting", "running", "volunteering", "weather forecasts", "tea",
+        "cooking pasta", "dogs",
+    ),
+    "validation": ("rivers", "time management", "the solar system", "learning a language"),
+    "test": ("whales", "public speaking", "camping", "vaccines"),
+}  # fmt: skip
+
+
+def instructions(split: str = "test", n: int | None = None) -> list[str]:
+    """The project's instructions of one split ("train", "validation", "test"): every template with every
+    topic of the split, once each, in an order that spreads both (instruction i: template i mod 20, its
+    k-th use, k = i // 20, with topic (template + 21 k) mod the number of topics), so the first 20 use
+    every template once and cycle through the topics."""
+    if split not in INSTRUCTION_TOPICS:
+        raise ValueError(f"split must be one of {sorted(INSTRUCTION_TOPICS)}, got {split!r}")
+    topics, m = INSTRUCTION_TOPICS[split], len(INSTRUCTION_TEMPLATES)
+    texts = [
+        INSTRUCTION_TEMPLATES[i % m].format(t=topics[(i % m + (m + 1) * (i // m)) % len(topics)])
+        for i in range(m * len(topics))
+    ]
+    if n is not None and not 1 <= n <= len(texts):
+        raise ValueError(f"n must be in 1..{len(texts)} for split {split!r}, got {n}")
+    return texts if n is None else texts[:n]
+
+
+def chat_ids(tok, text: str, device=None) -> torch.Tensor:
+    """A user message in the tokenizer's chat template, ready for the assistant's answer: ids [n]."""
+    ids = tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
+    ids = ids["input_ids"] if hasattr(ids, "keys") else ids  # a list, or a BatchEncoding in some releases
+    return torch.tensor(ids, dtype=torch.long, device=device).reshape(-1)
+
+
 # ------------------------------------------------------------------------------------------ loading
 def _load_local(name: str, device):
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
@@ -240,6 +304,15 @@ def _load_real(name: str, device):
     return model.to(device).eval(), None, tok
 
 
+_PRESET_OF: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target -> the preset it came from
+
+
+def preset_of(target) -> str | None:
+    """The preset `load_pair` loaded `target` from (whose trained proposers the registry loads), or None for
+    a model from elsewhere."""
+    return _PRESET_OF.get(target)
+
+
 def load_pair(name: str = "tiny-code", device=None):
     """``(target, draft, tokenizer)`` as ordinary ``transformers`` objects in eval mode.
 
@@ -252,13 +325,18 @@ def load_pair(name: str = "tiny-code", device=None):
     """
     device = torch.device(device) if device is not None else default_device(name)
     if name in HUB_PRESETS:
-        return _load_hub(name, device)
-    if name in REAL_PRESETS:
-        return _load_real(name, device)
-    if (ZOO_DIR / name).is_dir():
-        return _load_local(name, device)
-    known = sorted([p.name for p in ZOO_DIR.iterdir() if p.is_dir()] + list(HUB_PRESETS) + list(REAL_PRESETS))
-    raise ValueError(f"unknown zoo preset {name!r}; known: {known}")
+        pair = _load_hub(name, device)
+    elif name in REAL_PRESETS:
+        pair = _load_real(name, device)
+    elif (ZOO_DIR / name).is_dir():
+        pair = _load_local(name, device)
+    else:
+        known = sorted(
+            [p.name for p in ZOO_DIR.iterdir() if p.is_dir()] + list(HUB_PRESETS) + list(REAL_PRESETS)
+        )
+        raise ValueError(f"unknown zoo preset {name!r}; known: {known}")
+    _PRESET_OF[pair[0]] = name
+    return pair
 
 
 def save_weights(module, name: str, card: dict, preset: str = "tiny-code") -> Path:
@@ -282,6 +360,11 @@ def _stage_hint(weights: str) -> str:
     from specdec_lib.methods import zoo_stages
 
     return next((f" --stage {st}" for st, names in zoo_stages().items() if weights in names), "")
+
+
+def has_weights(name: str, preset: str = "tiny-code") -> bool:
+    """Does the zoo ship trained `name` weights (e.g. "eagle3") for `preset`?"""
+    return (ZOO_DIR / preset / name / "model.safetensors").exists()
 
 
 def load_weights(name: str, preset: str = "tiny-code", device=None) -> tuple[dict, dict]:

@@ -17,6 +17,10 @@ its chapter's ``train_*`` on chapter 05's loop (``specdec_lib.training``), with 
 | dflash   | dflash                                        | train_dflash (ch10), WarmupStableDecay                     |
 | dflash2  | dflash2 (two runs on the frozen DFlash)       | train_dflash2 (ch11), WarmupStableDecay                    |
 
+A real preset (``--name smollm2-135m``: a pretrained target, zoo.REAL_PRESETS) has one stage, ``eagle3``: its
+EAGLE-3 drafter, by train_eagle3 (ch09) on the target's own answers to the project's instructions
+(``chat_answers``, cached in zoo.cache_dir()), Cosine over a 40-minute budget.
+
 The proposer stages are the ones the registry names (``methods.register(..., zoo_stage=...)``). Each has a
 step budget that reproduces the shipped weights and a time cap; a card's ``config`` is exactly its
 constructor's keyword arguments (``zoo.load_trained`` rebuilds the module from it). Every model folder gets a
@@ -39,7 +43,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from specdec_lib import zoo
+from specdec_lib import hf, zoo
 from specdec_lib.training import Cosine, WarmupStableDecay, adamw, train_on_frozen_target
 
 EOS = "<|endoftext|>"
@@ -482,7 +486,7 @@ EAGLE3_RUNS = {  # run: (constructor config, training-time-test steps, budgets i
 }
 
 
-def eagle_snapshot_eval(drafter, target, texts, prompts) -> dict:
+def eagle_snapshot_eval(drafter, target, texts, prompts, eos: int | None = None) -> dict:
     """What the EAGLE-3 card reports for one drafter: acc[d][r] along the target's greedy text (depth 8),
     the fitted greedy temperature, and the tau and acceptance by depth of greedy decoding with EAGLE-2's
     dynamic tree (16 nodes, depth 8, top-4) on the validation prompts, 64 new tokens each."""
@@ -497,7 +501,10 @@ def eagle_snapshot_eval(drafter, target, texts, prompts) -> dict:
         calibration_records(drafter, target, seqs, starts, temperatures=TEMPERATURE_GRID)
     )
     runs = [
-        spec.generate(target, p, 64, Eagle2Proposer(drafter, 16, greedy_temperature=t)).stats for p in prompts
+        spec.generate(
+            target, p, 64, Eagle2Proposer(drafter, 16, greedy_temperature=t), eos_token_id=eos
+        ).stats
+        for p in prompts
     ]
     pooled = spec.Stats.pool(runs)
     return {
@@ -912,6 +919,151 @@ def draft_tournament(args) -> None:
     log(f"kept the {best} draft; greedy agreement on 50 test prompts = {test_alpha:.3f}")
 
 
+# ----------------------------------------------------- the real model's drafter: SmolLM2-135M (EAGLE-3)
+def chat_answers(name: str, seed: int = 0, new_tokens: int = 128, batch: int = 32) -> tuple[list, dict]:
+    """The target's own answers to the project's training instructions (`zoo.instructions("train")`): per
+    instruction one greedy answer and one drawn at T = 1, each [chat prompt + answer, up to its end token]
+    as one token sequence. Seeded and cached in zoo.cache_dir() (rebuilt, never committed). Returns the
+    sequences and a summary of the data for the card."""
+    path = zoo.cache_dir() / f"{name}-answers-seed{seed}-{new_tokens}.pt"
+    if path.exists():
+        data = torch.load(path)
+        return data["sequences"], data["summary"]
+    target, tok = frozen_target(name)
+    eos, pad = tok.eos_token_id, tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    prompts = [zoo.chat_ids(tok, text) for text in zoo.instructions("train")]
+    sequences, t0 = [], time.time()
+    torch.manual_seed(seed)
+    for sampled in (False, True):
+        for i in range(0, len(prompts), batch):
+            group = prompts[i : i + batch]
+            width = max(len(p) for p in group)  # left-padded: every answer starts at column `width`
+            ids = torch.full((len(group), width), pad, dtype=torch.long)
+            mask = torch.zeros_like(ids)
+            for r, p in enumerate(group):
+                ids[r, width - len(p) :], mask[r, width - len(p) :] = p, 1
+            how = (
+                {"do_sample": True, "temperature": 1.0, "top_k": 0, "top_p": 1.0}
+                if sampled
+                else {"do_sample": False}
+            )
+            with torch.no_grad():
+                out = target.generate(
+                    input_ids=ids, attention_mask=mask, max_new_tokens=new_tokens, pad_token_id=pad,
+                    eos_token_id=eos, **how,
+                )  # fmt: skip
+            for p, row in zip(group, out[:, width:]):
+                answer = row.tolist()
+                answer = answer[: answer.index(eos) + 1] if eos in answer else answer
+                sequences.append(torch.cat([p, torch.tensor(answer, dtype=torch.long)]))
+        log(
+            f"answers ({'T = 1' if sampled else 'greedy'}): {len(sequences)} so far, {time.time() - t0:.0f} s"
+        )
+    answer_tokens = [len(s) - len(p) for s, p in zip(sequences, prompts * 2)]
+    summary = {
+        "instructions": len(prompts),
+        "answers": {"greedy": len(prompts), "sampled_t1": len(prompts)},
+        "max_new_tokens": new_tokens,
+        "answer_tokens": sum(answer_tokens),
+        "answers_ended": sum(int(s[-1]) == eos for s in sequences),
+        "total_tokens": sum(len(s) for s in sequences),
+        "generation_minutes": round((time.time() - t0) / 60, 1),
+        "how": f"transformers' generate on the frozen target, batches of {batch} left-padded chat prompts, "
+        f"seed {seed}",
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"sequences": sequences, "summary": summary}, path)
+    return sequences, summary
+
+
+def packed_batches(sequences, batch: int, length: int, epochs: int, seed: int) -> list[torch.Tensor]:
+    """The sequences in a seeded shuffled order (a new one per epoch), end to end, cut into [batch, length]
+    windows: every token of the data in some window, `epochs` times."""
+    out = []
+    for e in range(epochs):
+        order = torch.randperm(len(sequences), generator=torch.Generator().manual_seed(seed + e)).tolist()
+        stream = torch.cat([sequences[i] for i in order])
+        rows = len(stream) // length
+        windows = stream[: rows * length].view(rows, length)
+        out += [windows[b : b + batch] for b in range(0, rows - batch + 1, batch)]
+    return out
+
+
+def chat_greedy_texts(target, tok, n: int = 30, new_tokens: int = 64):
+    """The real preset's validation texts for the EAGLE cards: n validation instructions in the chat
+    template, each followed by the target's greedy answer (up to `new_tokens`, to its end token)."""
+    from specdec_lib.autoregressive import generate_ar
+
+    prompts = [zoo.chat_ids(tok, text) for text in zoo.instructions("validation", n)]
+    texts = [
+        torch.cat([p, torch.tensor(generate_ar(target, p, new_tokens, eos_token_id=tok.eos_token_id))])
+        for p in prompts
+    ]
+    return texts, [len(p) for p in prompts]
+
+
+def train_eagle3_real(name: str, seed: int, minutes: float = 40, batch: int = 8, length: int = 256,
+                      draft_vocab: int = 8192, lr: float = 2e-3, max_batches: int | None = None):  # fmt: skip
+    """EAGLE-3 for a real preset (SmolLM2-135M): chapter 09's train_eagle3 on the target's own answers to
+    the project's instructions (chat_answers), as many epochs as `minutes` allow (Cosine schedule over
+    the time budget), a draft vocabulary of the `draft_vocab` ids most frequent in those answers; then the
+    card's numbers on 30 validation instructions: acc[d][r], the fitted greedy temperature, greedy tau with
+    EAGLE-2's tree, and the sampled slots' acceptance (chapter 08)."""
+    from specdec_lib.eagle3 import Eagle3Drafter, draft_vocabulary, train_eagle3
+
+    target, tok = frozen_target(name)
+    torch.manual_seed(seed)
+    sequences, data = chat_answers(name, seed)
+    counts = torch.bincount(torch.cat(sequences), minlength=hf.vocab_size(target))
+    d2t, _ = draft_vocabulary(counts, draft_vocab)
+    drafter = Eagle3Drafter(target, d2t)
+    per_epoch = len(packed_batches(sequences, batch, length, epochs=1, seed=seed))
+    batches = packed_batches(sequences, batch, length, epochs=20, seed=seed)[:max_batches]  # the time decides
+    t0 = time.time()
+    history = train_eagle3(drafter, target, batches, minutes * 60, 6, lr, schedule=Cosine(warmup=20),
+                           betas=(0.9, 0.95))  # fmt: skip
+    log(
+        f"eagle3 ({name}): {len(history)} steps in {(time.time() - t0) / 60:.1f} min, last losses {history[-1]}"
+    )
+    texts = chat_greedy_texts(target, tok)
+    prompts = [s[:st] for s, st in zip(*texts)]
+    res = eagle_snapshot_eval(drafter, target, texts, prompts, eos=tok.eos_token_id)
+    card = card_of(
+        name, "eagle3", drafter, {"feature_layers": list(drafter.feature_layers)}, train_eagle3, history, batch,
+        length, t0, loss="as the tiny-code eagle3 card's: 0.8^s-weighted soft CE over the draft vocabulary, "
+        "training-time test, 6 steps", schedule=f"AdamW(0.9, 0.95), lr {lr}, 20-step warm-up, cosine to 10% "
+        f"over {minutes} min", seed=seed,
+    )  # fmt: skip
+    card.update(
+        {
+            "data": {
+                "recipe": "the target's own answers (one greedy, one at T = 1) to the project's training "
+                "instructions (zoo.instructions('train'): templates x topics; validation and test topics held out), "
+                "in the chat template, packed into windows",
+                **data,
+                "epochs_seen": round(len(history) / per_epoch, 2),
+            },
+            "draft_vocab": len(d2t),
+            "draft_vocabulary": {
+                "rule": "the ids most frequent in the training answers (prompts included)",
+                "coverage_of_training_tokens": round(float(counts.sort(descending=True).values[: len(d2t)].sum() / counts.sum()), 4),
+            },
+            "rank_acceptance": {"how": "acc[d][r] along the target's greedy answers to 30 validation instructions, depth 8", "acc": res["acc"]},
+            "calibration": {"greedy_temperature": res["greedy_temperature"]},
+            "validation": {
+                "how": "greedy decoding with EAGLE-2's tree (16 nodes, depth 8, top-4, fitted temperature) on 30 "
+                "validation instructions, 64 new tokens",
+                "tau": res["tau_greedy_eagle2_tree"],
+                "acceptance_by_depth": res["acceptance_by_depth"],
+            },
+            "torch": torch.__version__,
+        }
+    )  # fmt: skip
+    zoo.save_weights(drafter, "eagle3", card, preset=name)
+    calibrate_sampled_slots(name, "eagle3", texts)
+    log(f"eagle3 ({name}) saved; validation tau {res['tau_greedy_eagle2_tree']}")
+
+
 # ------------------------------------------------------------------------------ the table of stages
 # `--stage all` runs them in this order; each reads what the stages above it wrote. The proposer stages are
 # the ones the registry names (methods.register(..., zoo_stage=...)): check_stages keeps the two in step.
@@ -923,10 +1075,17 @@ BASE = {
 STAGES = {  # `--stage NAME` -> its trainer (chapter: what it trains)
     "heads": lambda a: train_heads(a.name, a.seed, max_batches=a.max_batches or 4000),  # 05-06: Medusa, MTP
     "eagle": lambda a: train_eagle_stage(a.name, a.seed, max_batches=a.max_batches or 6000),  # 07-08: EAGLE
-    "eagle3": lambda a: train_eagle3_stage(a.name, a.seed, max_batches=a.max_batches),  # 09: EAGLE-3, scaling
+    "eagle3": lambda a: (  # 09: EAGLE-3 and its scaling experiment; for a real preset, its drafter alone
+        train_eagle3_real(a.name, a.seed, max_batches=a.max_batches)
+        if a.name in zoo.REAL_PRESETS
+        else train_eagle3_stage(a.name, a.seed, max_batches=a.max_batches)
+    ),
     "dflash": lambda a: train_dflash_stage(a.name, a.seed, max_batches=a.max_batches),  # 10: DFlash
     "dflash2": lambda a: train_dflash2_stage(a.name, a.seed, max_batches=a.max_batches),  # 11: DFlash 2
 }
+
+
+REAL_STAGES = ("eagle3",)  # what zoo_train trains for a real preset (zoo.REAL_PRESETS)
 
 
 def check_stages() -> None:
@@ -981,7 +1140,14 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
     check_stages()
     t_all = time.time()
-    for stage in [*BASE, *STAGES] if args.stage == "all" else [args.stage]:
+    stages = [*BASE, *STAGES] if args.stage == "all" else [args.stage]
+    if args.name in zoo.REAL_PRESETS:  # a pretrained target: only its drafters are ours to train
+        stages = [s for s in stages if s in REAL_STAGES]
+        if not stages:
+            raise SystemExit(
+                f"preset {args.name!r} is a pretrained model: its stages are {sorted(REAL_STAGES)}"
+            )
+    for stage in stages:
         run_stage(stage, args)
     log(f"done in {(time.time() - t_all) / 60:.1f} min")
 

@@ -94,6 +94,15 @@ def test_generation_stops_at_the_chat_end_token(spec, real):
     assert out.tokens == want and out.tokens[-1] == eos
 
 
+def test_the_registry_loads_weights_trained_for_this_model_or_says_there_are_none(real):
+    """The registry loads the proposers trained for the target's own preset (zoo.preset_of), never the
+    tiny zoo's: Medusa has none for SmolLM2-135M, and says so."""
+    target, _, _ = real
+    assert zoo.preset_of(target) == "smollm2-135m"
+    with pytest.raises(zoo.ZooUnavailableError, match="smollm2-135m"):
+        sd.make_proposer("medusa:16", target)
+
+
 def test_a_missing_wheel_is_a_clear_error(monkeypatch, tmp_path):
     """Without the wheel (or without gguf), load_pair fails at once and names the install command."""
     import importlib.util

@@ -204,3 +204,32 @@ def test_make_nbval_runs_the_notebooks_as_on_a_gpu_runtime():
         check=True,
     )
     assert out.stdout.strip() == "True"
+
+
+def test_instructions_cover_every_template_and_hold_topics_out():
+    """The real model's instructions: every template with every topic of a split exactly once, the first 20
+    of a split use each template once, and no topic is in two splits."""
+    topics = {split: set(zoo.INSTRUCTION_TOPICS[split]) for split in ("train", "validation", "test")}
+    assert not (
+        topics["train"] & topics["validation"]
+        or topics["train"] & topics["test"]
+        or topics["validation"] & topics["test"]
+    )
+    for split, names in topics.items():
+        texts = zoo.instructions(split)
+        assert len(texts) == len(set(texts)) == len(zoo.INSTRUCTION_TEMPLATES) * len(names)
+        first = texts[: len(zoo.INSTRUCTION_TEMPLATES)]
+        assert {t.split(" ")[0] for t in first} >= {"Explain", "Write", "Give", "What"}
+        for text in texts:
+            assert sum(topic in text for topic in names) >= 1
+    assert zoo.instructions("test", 3) == zoo.instructions("test")[:3]
+    with pytest.raises(ValueError, match="split"):
+        zoo.instructions("dev")
+
+
+def test_a_target_remembers_its_preset(pair):
+    """A target from load_pair remembers its preset (zoo.preset_of: the registry loads that preset's trained
+    weights); a model from elsewhere has none."""
+    target = pair[0]
+    assert zoo.preset_of(target) == "tiny-code" and zoo.has_weights("eagle3", "tiny-code")
+    assert not zoo.has_weights("eagle3", "no-such-preset") and zoo.preset_of(torch.nn.Linear(2, 2)) is None
