@@ -511,7 +511,9 @@ def eagle_snapshot_eval(drafter, target, texts, prompts, eos: int | None = None)
         "acc": [[round(float(x), 4) for x in row] for row in acc],
         "greedy_temperature": t,
         "tau_greedy_eagle2_tree": round(pooled.tau, 4),
-        "acceptance_by_depth": [round(float(a), 4) for a in pooled.acceptance_by_position()],
+        "acceptance_by_depth": [  # None: no round reached that depth (JSON has no NaN)
+            round(float(a), 4) if a == a else None for a in pooled.acceptance_by_position()
+        ],
     }
 
 

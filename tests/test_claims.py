@@ -7,6 +7,8 @@ followed by a hidden source note, an HTML comment that Jupyter, Colab and the we
     <!-- claim: bench T=0 eagle3:16 speedup -->        book/data/bench.json, results["0"]["eagle3:16"]["speedup"]
     <!-- claim: bench T=1 eagle:16 acceptance_by_position/0 -->
     <!-- claim: card eagle3 experiments/results/eagle3:9/tau -->   specdec_lib/models/tiny-code/eagle3/card.json
+    <!-- claim: bench@smollm2-135m T=0 eagle3:16 tau -->  a real preset's report, book/data/bench-smollm2-135m.json
+    <!-- claim: card@smollm2-135m eagle3 validation/tau -->    specdec_lib/models/smollm2-135m/eagle3/card.json
     <!-- claim: paper -->      a published figure: the same Markdown cell cites it ({cite:p} / {cite:t})
     <!-- claim: formula -->    arithmetic on numbers the text states, or a modelling assumption ($V = 0$)
 
@@ -30,6 +32,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "book" / "data" / "bench.json"
 CARDS = ROOT / "specdec_lib" / "models" / "tiny-code"
+PRESET = "tiny-code"  # the zoo preset the committed bench.json and the cards above belong to
 NUMBER = r"(\d+(?:\.\d+)?)"
 # A speedup: a number with × (or x) right after it, not a product such as 8×256, 0.1 × CE or 2 × `n`.
 SPEEDUP = re.compile(rf"(?<![\w.]){NUMBER}(?:×|x\b)(?!\s*\d)")
@@ -74,15 +77,18 @@ def _walk(data, path: str):
 def resolve(claim: str):
     """The data value a bench or card claim names (KeyError/IndexError when it names nothing)."""
     kind, *rest = claim.split()
+    kind, _, preset = kind.partition("@")  # bench@smollm2-135m: a real preset's report and cards
     if kind == "bench":
         temperature, method, field = rest
         if not temperature.startswith("T="):
             raise KeyError(f"bench claims name a temperature as T=0 or T=1, got {temperature!r}")
-        results = json.loads(BENCH.read_text())["results"]
+        path = BENCH if preset in ("", PRESET) else BENCH.with_name(f"bench-{preset}.json")
+        results = json.loads(path.read_text())["results"]
         return _walk(results[temperature[2:]][method], field)
     if kind == "card":
         name, field = rest
-        return _walk(json.loads((CARDS / name / "card.json").read_text()), field)
+        cards = CARDS if preset in ("", PRESET) else CARDS.with_name(preset)
+        return _walk(json.loads((cards / name / "card.json").read_text()), field)
     raise KeyError(f"unknown claim kind {kind!r}")
 
 
@@ -97,7 +103,7 @@ def problem(number: str, claim: str | None, text: str) -> str | None:
         return None
     try:
         value = float(resolve(claim))
-    except (KeyError, IndexError, ValueError, TypeError) as e:
+    except (KeyError, IndexError, ValueError, TypeError, FileNotFoundError) as e:
         return f"claim {claim!r} names no number in the data ({type(e).__name__}: {e})"
     decimals = len(number.split(".")[1]) if "." in number else 0
     shown = f"{value:.{decimals}f}"
@@ -134,6 +140,14 @@ def test_a_wrong_or_missing_claim_is_caught():
     assert problem("1.3", "bench T=0 no-such-method speedup", "") is not None
     assert problem("3.05", "paper", "no citation here") is not None
     assert problem("3.05", "paper", "as {cite:t}`li2024eagle2` report") is None
+    assert problem("1.3", "bench@no-such-preset T=0 eagle3:16 speedup", "") is not None
+    # a real preset's report is read from its own file (chapter 12 section 8's), never from bench.json
+    real = json.loads(BENCH.with_name("bench-smollm2-135m.json").read_text())["results"]["0"]["eagle3:16"]
+    assert problem(f"{real['tau']:.2f}", "bench@smollm2-135m T=0 eagle3:16 tau", "") is None
+    assert (
+        problem(f"{results['0']['eagle3:16']['tau']:.2f}", "bench@smollm2-135m T=0 eagle3:16 tau", "")
+        is not None
+    )
 
 
 if __name__ == "__main__":

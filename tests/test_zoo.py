@@ -106,9 +106,11 @@ def test_zoo_cards_record_the_training():
 
 
 def test_zoo_fits_the_size_budget():
-    """Everything the zoo commits (weights, tokenizers, cards) stays under the roadmap's 45 MB."""
-    total = sum(f.stat().st_size for f in (zoo.ZOO_DIR / "tiny-code").rglob("*") if f.is_file())
-    assert total < 45e6, f"{total / 1e6:.1f} MB"
+    """Everything the zoo commits (weights, tokenizers, cards): the tiny zoo under the roadmap's 45 MB, and
+    with the real model's drafter (issue 32's allowance) the whole zoo under 64 MB."""
+    size = {p.name: sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) for p in zoo.ZOO_DIR.iterdir()}
+    assert size["tiny-code"] < 45e6, f"{size['tiny-code'] / 1e6:.1f} MB"
+    assert sum(size.values()) < 64e6, {k: round(v / 1e6, 1) for k, v in size.items()}
 
 
 def test_missing_weights_raise_a_clear_error():
