@@ -346,12 +346,19 @@ def train_heads(name: str, seed: int, steps: int = 484, minutes: float = 30, bat
 
 
 def validation_greedy_texts(target, tok) -> tuple[list[torch.Tensor], list[int]]:
-    """30 validation prompts (their last 64 tokens), each followed by 64 greedy target tokens, and where
-    each continuation starts: the text the EAGLE cards measure acceptance and calibration on."""
+    """30 validation prompts, each followed by up to 64 greedy target tokens, and where each continuation
+    starts: the text the EAGLE cards measure acceptance and calibration on. The tiny zoo's prompts are the
+    last 64 tokens of held-out code; a real preset's (zoo.REAL_PRESETS) are validation instructions in its
+    chat template, answered up to its end token."""
     from specdec_lib.autoregressive import generate_ar
 
-    prompts = [torch.tensor(tok.encode(p))[-64:] for p in zoo.heldout_prompts(30, split="validation")]
-    texts = [torch.cat([p, torch.tensor(generate_ar(target, p, 64))]) for p in prompts]
+    if zoo.preset_of(target) in zoo.REAL_PRESETS:
+        prompts = [zoo.chat_ids(tok, text) for text in zoo.instructions("validation", 30)]
+        eos = tok.eos_token_id
+    else:
+        prompts = [torch.tensor(tok.encode(p))[-64:] for p in zoo.heldout_prompts(30, split="validation")]
+        eos = None
+    texts = [torch.cat([p, torch.tensor(generate_ar(target, p, 64, eos_token_id=eos))]) for p in prompts]
     return texts, [len(p) for p in prompts]
 
 
@@ -991,19 +998,6 @@ def packed_batches(sequences, batch: int, length: int, epochs: int, seed: int) -
     return out
 
 
-def chat_greedy_texts(target, tok, n: int = 30, new_tokens: int = 64):
-    """The real preset's validation texts for the EAGLE cards: n validation instructions in the chat
-    template, each followed by the target's greedy answer (up to `new_tokens`, to its end token)."""
-    from specdec_lib.autoregressive import generate_ar
-
-    prompts = [zoo.chat_ids(tok, text) for text in zoo.instructions("validation", n)]
-    texts = [
-        torch.cat([p, torch.tensor(generate_ar(target, p, new_tokens, eos_token_id=tok.eos_token_id))])
-        for p in prompts
-    ]
-    return texts, [len(p) for p in prompts]
-
-
 def train_eagle3_real(name: str, seed: int, minutes: float = 40, batch: int = 8, length: int = 256,
                       draft_vocab: int = 8192, lr: float = 2e-3, max_batches: int | None = None):  # fmt: skip
     """EAGLE-3 for a real preset (SmolLM2-135M): chapter 09's train_eagle3 on the target's own answers to
@@ -1027,7 +1021,7 @@ def train_eagle3_real(name: str, seed: int, minutes: float = 40, batch: int = 8,
     log(
         f"eagle3 ({name}): {len(history)} steps in {(time.time() - t0) / 60:.1f} min, last losses {history[-1]}"
     )
-    texts = chat_greedy_texts(target, tok)
+    texts = validation_greedy_texts(target, tok)  # the chat preset's: validation instructions
     prompts = [s[:st] for s, st in zip(*texts)]
     res = eagle_snapshot_eval(drafter, target, texts, prompts, eos=tok.eos_token_id)
     card = card_of(

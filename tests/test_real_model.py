@@ -36,9 +36,7 @@ def real():
             raise
         pytest.skip(str(e))
     assert draft is None  # the smallest of its family: no draft model
-    ids = tok.apply_chat_template([{"role": "user", "content": QUESTION}], add_generation_prompt=True)
-    ids = torch.tensor(ids["input_ids"] if hasattr(ids, "keys") else ids)
-    return target, tok, ids.reshape(-1)
+    return target, tok, zoo.chat_ids(tok, QUESTION)
 
 
 def test_it_is_the_real_model(real):
