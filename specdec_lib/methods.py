@@ -447,7 +447,7 @@ register(
     zoo_weights="dflash",
     fresh_draft=contract.fresh_dflash,
     zoo_stage="dflash",
-    bench=("dflash:8",),
+    bench=("dflash:8", "dflash:16", "dflash:4"),  # chapter 10 compares the block sizes
 )
 register(
     "dflash2",

@@ -1,4 +1,4 @@
-"""Train the offline zoo in one command: ``python -m specdec_lib.zoo_train`` (about 220 min on 2 CPU cores),
+"""Train the offline zoo in one command: ``python -m specdec_lib.zoo_train`` (about 270 min on 2 CPU cores),
 or one stage of it: ``--stage NAME``.
 
 Hand-written support code: the corpus, the target and the draft are its own; every proposer is trained by
@@ -14,7 +14,8 @@ its chapter's ``train_*`` on chapter 05's loop (``specdec_lib.training``), with 
 | eagle    | eagle + two ablations (+ calibration, ch08)   | train_eagle (ch07), Cosine                                 |
 | eagle3   | eagle3 + the scaling experiment and ablations | train_eagle3, train_eagle (ch09), WarmupStableDecay        |
 |          |                                               | branches (at_budgets)                                      |
-| dflash   | dflash                                        | train_dflash (ch10), WarmupStableDecay                     |
+| dflash   | dflash (on the target's regenerated text; the | train_dflash (ch10), WarmupStableDecay; regenerated_windows|
+|          | corpus-trained one only measured, its card)   | (cached)                                                   |
 | dflash2  | dflash2 (two runs on the frozen DFlash)       | train_dflash2 (ch11), WarmupStableDecay                    |
 
 A real preset (``--name smollm2-135m``: a pretrained target, zoo.REAL_PRESETS) has one stage, ``eagle3``: its
@@ -640,6 +641,91 @@ def train_eagle3_stage(name: str, seed: int, batch: int = 8, length: int = 256, 
 
 
 # ------------------------------------------------------------------------- DFlash (chapter 10)
+@torch.no_grad()
+def regenerated_windows(name: str, split: str = "train", count: int = 6144, seed: int = 0, length: int = 256,
+                        batch: int = 128, prompt_tokens: tuple[int, int] = (16, 128)) -> tuple[torch.Tensor, dict]:  # fmt: skip
+    """`count` windows [count, length] of the target's OWN text (self-distillation, SpecForge's recipe):
+    a random cut of the `split` corpus (zoo.token_batches' shuffled windows) keeps its first P tokens, P
+    drawn per batch in `prompt_tokens`, and the frozen target continues it to `length` tokens, half the
+    batches greedy, half drawn at T = 1; EOS is a token like any other (a new file starts), as in the
+    tiny zoo's greedy texts. Seeded; cached in zoo.cache_dir() (rebuilt, never committed). Returns the
+    windows and a summary for the card: size, time, and how the text differs from the corpus (the
+    target's loss on it, repeated 4-grams)."""
+    path = zoo.cache_dir() / f"{name}-regenerated-{split}-seed{seed}-{count}x{length}.pt"
+    if path.exists():
+        data = torch.load(path)
+        return data["windows"], data["summary"]
+    target, tok = frozen_target(name)
+    corpus = torch.cat(
+        zoo.token_batches(tok, split, batch, length, max_batches=-(-count // batch), seed=seed)
+    )
+    gen = torch.Generator().manual_seed(seed)
+    out, prompts, t0 = [], [], time.time()
+    for b, i in enumerate(range(0, count, batch)):
+        P = int(torch.randint(prompt_tokens[0], prompt_tokens[1] + 1, (1,), generator=gen))
+        ids = corpus[i : i + batch, :P]
+        cache = hf.new_cache(target)
+        logits, new = hf.forward_batch(target, ids, cache)[:, -1], []
+        for _ in range(length - P):
+            if b % 2 == 0:  # even batches greedy, odd ones drawn at T = 1
+                nxt = logits.argmax(-1, keepdim=True)
+            else:
+                nxt = torch.multinomial(torch.softmax(logits, -1), 1, generator=gen)
+            new.append(nxt)
+            logits = hf.forward_batch(target, nxt, cache)[:, -1]
+        out.append(torch.cat([ids, *new], dim=1))
+        prompts.append(P)
+        log(f"regenerated {split}: {sum(len(w) for w in out)}/{count} windows, {time.time() - t0:.0f} s")
+    windows = torch.cat(out)
+    sampled = torch.arange(len(windows)) // batch % 2  # 1 where the continuation was drawn at T = 1
+    minutes = (time.time() - t0) / 60
+    summary = {
+        "recipe": f"random cuts of the {split} split keep their first P tokens (P uniform in {list(prompt_tokens)} "
+        f"per batch of {batch}); the frozen target continues each to {length} tokens, alternate batches greedy "
+        f"and at T = 1; seed {seed}",
+        "windows": len(windows),
+        "generated_tokens": sum((length - P) * len(w) for P, w in zip(prompts, out)),
+        "prompt_lengths": prompts,  # P of each batch
+        "generation_minutes": round(minutes, 1),
+        "statistics": text_statistics(
+            target,
+            {
+                "corpus": corpus[: len(windows)],
+                "greedy": windows[sampled == 0],
+                "sampled_t1": windows[sampled == 1],
+            },
+            start=prompt_tokens[1],
+        ),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"windows": windows, "summary": summary}, path)
+    return windows, summary
+
+
+@torch.no_grad()
+def text_statistics(target, texts: dict, start: int, rows: int = 64) -> dict:
+    """How predictable each kind of text is, on the tokens after `start` of its first `rows` windows: the
+    target's mean loss (nats per token) and top-1 agreement with the text, and the share of 4-grams
+    that already occurred earlier in the same window (repetition)."""
+    stats = {}
+    for kind, w in texts.items():
+        w = w[:rows]
+        logits = hf.forward_batch(target, w)[:, start - 1 : -1]
+        nxt = w[:, start:]
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), nxt.reshape(-1))
+        top1 = (logits.argmax(-1) == nxt).float().mean()
+        seen = total = 0
+        for row in w.tolist():
+            grams = set(tuple(row[j : j + 4]) for j in range(start - 3))
+            for j in range(start - 3, len(row) - 3):
+                g = tuple(row[j : j + 4])
+                seen, total = seen + (g in grams), total + 1
+                grams.add(g)
+        stats[kind] = {"target_loss": round(float(loss), 3), "target_top1": round(float(top1), 3),
+                       "repeated_4grams": round(seen / total, 3)}  # fmt: skip
+    return stats
+
+
 def mask_token(tok) -> int:
     """The id that stands for MASK: the rarest non-special token of the training split (ties: the lowest
     id). The drafter has no embedding of its own, so MASK is an existing id of the target's vocabulary."""
@@ -650,40 +736,98 @@ def mask_token(tok) -> int:
     return int(counts.argmin())
 
 
+def shuffled_batches(windows: torch.Tensor, batch: int, epochs: int, seed: int) -> list[torch.Tensor]:
+    """`windows` [N, T] in a seeded shuffled order per epoch, cut into batches [batch, T]."""
+    out = []
+    for e in range(epochs):
+        order = torch.randperm(len(windows), generator=torch.Generator().manual_seed(seed + e))
+        out += [windows[order[b : b + batch]] for b in range(0, len(order) - batch + 1, batch)]
+    return out
+
+
+DFLASH_DATA = ("corpus", "regenerated")  # what a DFlash drafter can be trained on (the ablation's two rows)
+
+
 def train_dflash_stage(name: str, seed: int, steps: int = 2863, minutes: float = 40, batch: int = 8,
                        length: int = 256, block_size: int = 16, anchors: int = 32, gamma: float = 7.0,
-                       lr: float = 1e-3, layers: int = 2, passes: int = 2, max_batches: int | None = None):  # fmt: skip
+                       lr: float = 1e-3, layers: int = 2, passes: int = 2, max_batches: int | None = None,
+                       corpus_drafter=None):  # fmt: skip
     """DFlash's drafter (chapter 10) by chapter 10's train_dflash on the frozen target, SpecForge's recipe at
     our scale: `anchors` random blocks of `block_size` per sequence, the training mask, position-decayed
-    soft CE (gamma 7). At most `passes` passes of the training split (fresh anchors each pass); AdamW(0.9,
-    0.95), warmup-stable-decay (20-step warm-up, linear decay to 10% over the last 20%) over `steps` or
-    `minutes`. The card holds the held-out recall per block position and tau at block sizes 4, 8 and 16."""
+    soft CE (gamma 7), AdamW(0.9, 0.95), warmup-stable-decay (20-step warm-up, linear decay to 10% over the
+    last 20%) over `steps` or `minutes`. Two drafters, the same recipe on two kinds of text (the
+    ablation of chapter 10): "corpus", at most `passes` passes of the training split; "regenerated", the
+    target's own continuations of training-split cuts (regenerated_windows), as many passes as the steps
+    take. The regenerated one is saved; its card holds both drafters' recall per block position (on
+    corpus text and on the target's greedy text) and greedy tau at block sizes 4, 8 and 16.
+    `corpus_drafter`: (drafter, card) already trained by the corpus recipe (e.g. load_dflash of the previous
+    zoo) to measure instead of training one."""
     from specdec_lib import speculative as spec
     from specdec_lib.dflash import DFlashDrafter, DFlashProposer, block_recall, train_dflash
 
     target, tok = frozen_target(name)
-    torch.manual_seed(seed)
     config = {"layers": layers, "mask_token_id": mask_token(tok)}
-    drafter = DFlashDrafter(target, **config)
-    config["feature_layers"] = list(drafter.feature_layers)  # the course's taps for this target
-    batches = zoo.token_batches(tok, "train", batch, length, max_batches, seed=seed) * passes
-    log(f"dflash: up to {len(batches)} batches of {batch}x{length}, {anchors} blocks of {block_size} each; "
-        f"{steps} steps or {minutes} min; config {config}")  # fmt: skip
-    t0, schedule = time.time(), WarmupStableDecay(warmup=20, decay=0.2, floor=0.1)
-    history = train_dflash(drafter, target, batches, minutes * 60, block_size, anchors, gamma, lr,
-                           generator=torch.Generator().manual_seed(seed), max_steps=steps, schedule=schedule,
-                           betas=(0.9, 0.95), log_every=100)  # fmt: skip
-    val = zoo.token_batches(tok, "validation", batch, length, max_batches=20, seed=seed)
-    recall = block_recall(drafter, target, val, block_size, 16, (1, 16), torch.Generator().manual_seed(1))
-    log(f"dflash recall top-1 {[round(x, 3) for x in recall[0].tolist()]}")
+    regenerated, data = regenerated_windows(name, "train", seed=seed)
+    val_regen, val_data = regenerated_windows(name, "validation", count=512, seed=seed + 1)
+    greedy_val = val_regen[torch.arange(len(val_regen)) // 128 % 2 == 0]  # the greedy half
+    evals = {
+        "corpus": zoo.token_batches(tok, "validation", batch, length, max_batches=20, seed=seed),
+        "greedy": list(greedy_val[: 20 * batch].split(batch)),
+    }
     texts, starts = validation_greedy_texts(target, tok)
-    taus = {}
-    for B in (4, 8, 16):
-        pooled = spec.Stats.pool([spec.generate(target, s[:st], 64, DFlashProposer(drafter, B)).stats
-                                  for s, st in zip(texts, starts)])  # fmt: skip
-        taus[str(B)] = {"tau": round(pooled.tau, 4),
-                        "acceptance_by_position": [round(float(x), 4) for x in pooled.acceptance_by_position()]}  # fmt: skip
-        log(f"dflash B={B}: tau {taus[str(B)]['tau']}")
+    sources = {
+        "corpus": lambda: zoo.token_batches(tok, "train", batch, length, max_batches, seed=seed) * passes,
+        "regenerated": lambda: shuffled_batches(
+            regenerated, batch, -(-steps * batch // len(regenerated)), seed
+        )[:max_batches],
+    }
+    runs, saved = {}, None
+    for kind in DFLASH_DATA:
+        torch.manual_seed(seed)
+        if kind == "corpus" and corpus_drafter is not None:
+            (drafter, its_card), history = corpus_drafter, None
+            log("dflash corpus: measuring the drafter passed in (trained by this recipe), not training one")
+        else:
+            drafter = DFlashDrafter(target, **config)
+            batches = sources[kind]()
+            log(f"dflash {kind}: up to {len(batches)} batches of {batch}x{length}, {anchors} blocks of "
+                f"{block_size} each; {steps} steps or {minutes} min; config {config}")  # fmt: skip
+            t0, schedule = time.time(), WarmupStableDecay(warmup=20, decay=0.2, floor=0.1)
+            history = train_dflash(drafter, target, batches, minutes * 60, block_size, anchors, gamma, lr,
+                                   generator=torch.Generator().manual_seed(seed), max_steps=steps, schedule=schedule,
+                                   betas=(0.9, 0.95), log_every=100)  # fmt: skip
+            wall = (time.time() - t0) / 60
+        recall = {
+            text: block_recall(
+                drafter, target, val, block_size, 16, (1, 16), torch.Generator().manual_seed(1)
+            )
+            for text, val in evals.items()
+        }
+        taus = {}
+        for B in (4, 8, 16):
+            pooled = spec.Stats.pool([spec.generate(target, s[:st], 64, DFlashProposer(drafter, B)).stats
+                                      for s, st in zip(texts, starts)])  # fmt: skip
+            taus[str(B)] = {"tau": round(pooled.tau, 4),
+                            "acceptance_by_position": [round(float(x), 4) if x == x else None
+                                                       for x in pooled.acceptance_by_position()]}  # fmt: skip
+        runs[kind] = {
+            "recall": {
+                text: {
+                    "top1": [round(x, 4) for x in r[0].tolist()],
+                    "top16": [round(x, 4) for x in r[1].tolist()],
+                }
+                for text, r in recall.items()
+            },  # fmt: skip
+            "tau_greedy": taus,
+            "steps": len(history) if history is not None else its_card["steps"],
+            "wall_minutes": round(wall, 1) if history is not None else its_card["wall_minutes"],
+        }
+        log(f"dflash {kind}: top-1 recall on greedy text {runs[kind]['recall']['greedy']['top1'][:8]}, "
+            f"tau {[taus[b]['tau'] for b in taus]}")  # fmt: skip
+        if kind == "regenerated":
+            saved = (drafter, history, t0, schedule)
+    drafter, history, t0, schedule = saved
+    config["feature_layers"] = list(drafter.feature_layers)  # the course's taps for this target
     head = card_of(name, "dflash", drafter, config, train_dflash, history, batch, length, t0, lr=lr,
                    schedule=f"AdamW(0.9, 0.95), {schedule}")  # fmt: skip
     card = {
@@ -695,15 +839,26 @@ def train_dflash_stage(name: str, seed: int, steps: int = 2863, minutes: float =
         f"distribution of the token at anchor + k; {anchors} random anchors per sequence of {length}",
         "blocks_seen": len(history) * batch * anchors,
         "seed": seed,
+        "data": {
+            **data,
+            "epochs_seen": round(len(history) * batch / len(regenerated), 2),
+            "validation_set": val_data,
+        },  # fmt: skip
         "recall": {
-            "how": "20 validation batches of 8x256, 16 random anchors each; row k hits when the target's greedy "
-            "token at anchor + k is in the drafter's top-t, context teacher-forced",
-            "top1": [round(x, 4) for x in recall[0].tolist()],
-            "top16": [round(x, 4) for x in recall[1].tolist()],
+            "how": "20 batches of 8x256, 16 random anchors each; row k hits when the target's greedy token at "
+            "anchor + k is in the drafter's top-t, context teacher-forced. 'corpus': validation-split text; "
+            "'greedy': the greedy half of the regenerated validation windows (the target's own text)",
+            **runs["regenerated"]["recall"],
         },
         "tau_greedy": {
             "how": "greedy, 64 new tokens after each of 30 validation prompts (last 64 tokens)",
-            **taus,
+            **runs["regenerated"]["tau_greedy"],
+        },
+        "ablation": {
+            "how": "the same recipe, steps and seed on two kinds of text: 'corpus' = at most "
+            f"{passes} passes of the training split; 'regenerated' = the target's own text (this drafter); "
+            "recall and tau as above",
+            **runs,
         },
         "curve": curve_of(history),
         "torch": torch.__version__,
@@ -716,7 +871,8 @@ def train_dflash2_stage(name: str, seed: int, steps: dict | None = None, minutes
                         length: int = 256, block_size: int = 16, anchors: int = 32, gamma: float = 7.0,
                         lr: float = 2e-3, max_batches: int | None = None):  # fmt: skip
     """DFlash 2's two parts on chapter 10's DFlash drafter, which stays FROZEN, so that every variant of
-    the ablation shares one backbone and differs only in the parts it adds; both runs by chapter 11's
+    the ablation shares one backbone and differs only in the parts it adds; trained on the backbone's data
+    (the target's regenerated text, regenerated_windows); both runs by chapter 11's
     train_dflash2 (AdamW(0.9, 0.95), warmup-stable-decay over `steps[run]` steps or its share of
     `minutes`). Two runs: "mixed", mixers and selector together (the selector is a head on the mixed
     backbone: its loss does not reach the mixers); "plain", a selector alone on the plain backbone. Card:
@@ -737,6 +893,7 @@ def train_dflash2_stage(name: str, seed: int, steps: dict | None = None, minutes
 
     steps = steps or {"mixed": 499, "plain": 283}
     target, tok = frozen_target(name)
+    regenerated, data = regenerated_windows(name, "train", seed=seed)  # the backbone's data (chapter 10)
     base, base_card = load_dflash(target, name)
     base.requires_grad_(False)
     torch.manual_seed(seed)
@@ -748,7 +905,8 @@ def train_dflash2_stage(name: str, seed: int, steps: dict | None = None, minutes
     }
     schedule, curves, done = WarmupStableDecay(warmup=20, decay=0.2, floor=0.1), {}, {}
     for run, drafter in runs.items():
-        batches = zoo.token_batches(tok, "train", batch, length, max_batches, seed=seed + 1)
+        batches = shuffled_batches(regenerated, batch, -(-steps[run] * batch // len(regenerated)), seed + 1)
+        batches = batches[:max_batches]
         share = minutes * steps[run] / sum(steps.values())
         log(f"dflash2 {run}: {steps[run]} steps or {share:.1f} min")
         history = train_dflash2(drafter, target, batches, share * 60, block_size, anchors, gamma, lr, generator=gen,
@@ -798,6 +956,10 @@ def train_dflash2_stage(name: str, seed: int, steps: dict | None = None, minutes
         "runs": {"mixed": "mixers + selector together", "plain": "a selector alone on the plain backbone"},
         "schedule": f"AdamW(0.9, 0.95), lr {lr}, {schedule}, over each run's steps",
         "trainer": "specdec_lib.dflash2.train_dflash2",
+        "data": {
+            **data,
+            "note": "the regenerated windows the DFlash backbone was trained on, fresh shuffles",
+        },
         "steps": done,
         "seed": seed,
         "ablation": {

@@ -16,7 +16,8 @@ A bench or card claim is checked: the data value, rounded to the quote's decimal
 So re-running the benchmark or retraining a drafter fails this test until the prose says what the new
 data says. Measurements a chapter makes itself are printed by its cells, never typed into its prose.
 
-    python tests/test_claims.py      # the list of quotes checked, with counts per chapter
+    python tests/test_claims.py        # the list of quotes checked, with counts per chapter
+    python tests/test_claims.py --fix  # after a re-run: rewrite contradicted numbers, then review the diff
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ COST = re.compile(
     rf"(?:\bkc\b|(?<![\w\\])V\b)\$?\s*(?:=|≈|\\approx)\s*\$?\s*{NUMBER}(?![\d.])(?!\s*(?:[-+−*/^]|\\cdot))"
 )
 CLAIM = re.compile(r"\s*[$*_)\]]*\s*<!--\s*claim:\s*(.*?)\s*-->")
+NOTE = re.compile(r"<!--\s*claim:\s*(.*?)\s*-->")
+NUMBER_BEFORE = re.compile(rf"{NUMBER}(?:×|x)?\s*[$*_)\]]*\s*\Z")  # the number a source note follows
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 CODE_SPAN = re.compile(r"`[^`\n]*`")  # `best_k(alpha, c, V=0.0)`, `eagle3:12-4`: code, not quotes
 
@@ -66,6 +69,12 @@ def quotes(path: Path):
         for m, kind in sorted(found, key=lambda f: f[0].start()):
             claim = CLAIM.match(text, m.end())
             yield path.name[:2], i, m.group(1), kind, claim.group(1) if claim else None, text
+        # Any other number with a source note is checked too ("2.86<!-- claim: card ... -->" with no τ before it)
+        seen = {m.start(1) for m, _ in found}
+        for note in NOTE.finditer(text):
+            before = NUMBER_BEFORE.search(text, 0, note.start())
+            if before and before.start(1) not in seen:
+                yield path.name[:2], i, before.group(1), "claimed", note.group(1), text
 
 
 def _walk(data, path: str):
@@ -150,7 +159,38 @@ def test_a_wrong_or_missing_claim_is_caught():
     )
 
 
+def fix(path: Path) -> list[str]:
+    """Rewrite each bench or card quote of one notebook that its data contradicts to the data's value, at
+    the quote's decimals; return what changed. For after a re-run: the prose around every changed number
+    still needs a reader (a comparison may have flipped), so review the diff before committing."""
+    nb, changes = json.loads(path.read_text()), []
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] != "markdown":
+            continue
+        text = "".join(cell["source"])
+        for note in reversed(list(NOTE.finditer(text))):  # from the end: earlier spans stay valid
+            m = NUMBER_BEFORE.search(text, 0, note.start())
+            if not m or problem(m.group(1), note.group(1), "{cite:") is None:
+                continue
+            try:
+                value = float(resolve(note.group(1)))
+            except (KeyError, IndexError, ValueError, TypeError, FileNotFoundError):
+                continue  # names nothing: the test reports it, a person fixes it
+            number = m.group(1)
+            shown = f"{value:.{len(number.split('.')[1]) if '.' in number else 0}f}"
+            text = text[: m.start(1)] + shown + text[m.end(1) :]
+            changes.append(f"{path.name[:2]} cell {i}: {number} -> {shown}  ({note.group(1)})")
+        lines = text.split("\n")
+        cell["source"] = [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
+    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+    return changes
+
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--fix"]:  # python tests/test_claims.py --fix: after a re-run, then read the diff
+        for path in notebooks():
+            print("\n".join(fix(path)) or f"{path.name}: nothing to change")
+        sys.exit(0)
     counts = Counter()
     for chapter, cell, number, kind, claim, text in ALL:
         counts[chapter] += 1

@@ -230,7 +230,14 @@ def test_zoo_drafter_is_greedy_exact_and_its_card_holds_the_recall():
         out = sd.generate(target, ids, 24, sd.make_proposer("dflash:8", target))
         assert out.tokens == generate_ar(target, ids, 24)
     card = dflash.load_dflash(target)[1]
-    top1, top16 = card["recall"]["top1"], card["recall"]["top16"]
-    assert len(top1) == len(top16) == card["block_size"] - 1
-    assert all(0 <= a <= b <= 1 for a, b in zip(top1, top16, strict=True))
+    runs = [card["ablation"][kind] for kind in ("corpus", "regenerated")]  # the data ablation's two rows
+    for run in (card, *runs):
+        for text in ("corpus", "greedy"):
+            top1, top16 = run["recall"][text]["top1"], run["recall"][text]["top16"]
+            assert len(top1) == len(top16) == card["block_size"] - 1
+            assert all(0 <= a <= b <= 1 for a, b in zip(top1, top16, strict=True))
+    assert card["ablation"]["regenerated"]["tau_greedy"] == {
+        k: v for k, v in card["tau_greedy"].items() if k != "how"
+    }
+    assert card["data"]["windows"] * 256 > card["data"]["generated_tokens"] > 0
     assert card["config"]["mask_token_id"] not in tok.all_special_ids

@@ -235,3 +235,28 @@ def test_a_target_remembers_its_preset(pair):
     target = pair[0]
     assert zoo.preset_of(target) == "tiny-code" and zoo.has_weights("eagle3", "tiny-code")
     assert not zoo.has_weights("eagle3", "no-such-preset") and zoo.preset_of(torch.nn.Linear(2, 2)) is None
+
+
+def test_regenerated_windows_are_the_targets_own_continuations(tmp_path, monkeypatch):
+    """Chapter 10's self-distillation data: each window keeps a corpus prompt, then the frozen target's
+    own tokens, greedy in even batches (exactly plain greedy decoding of that prompt) and drawn at T = 1 in
+    odd ones; seeded, cached, and its statistics see the greedy text as the target's top-1 everywhere."""
+    from specdec_lib import zoo_train
+    from specdec_lib.autoregressive import generate_ar
+
+    monkeypatch.setenv("SPECDEC_CACHE_DIR", str(tmp_path))
+    kw = dict(count=4, seed=3, length=48, batch=2, prompt_tokens=(8, 16))
+    windows, summary = zoo_train.regenerated_windows("tiny-code", "validation", **kw)
+    assert windows.shape == (4, 48) and summary["windows"] == 4
+    target, tok = zoo_train.frozen_target("tiny-code")
+    corpus = torch.cat(zoo.token_batches(tok, "validation", 2, 48, max_batches=2, seed=3))
+    starts = [P for P in summary["prompt_lengths"] for _ in range(2)]  # one P per batch of 2
+    for i, (row, P) in enumerate(zip(windows, starts)):
+        assert 8 <= P <= 16 and torch.equal(row[:P], corpus[i, :P])  # a corpus cut, then the target's text
+        greedy = generate_ar(target, row[:P], 48 - P)
+        assert (row[P:].tolist() == greedy) == (i // 2 % 2 == 0), f"window {i}: greedy iff an even batch"
+    assert summary["generated_tokens"] == sum(48 - p for p in starts)
+    assert summary["statistics"]["greedy"]["target_top1"] == 1.0
+    assert summary["statistics"]["sampled_t1"]["target_top1"] < 1.0
+    again, _ = zoo_train.regenerated_windows("tiny-code", "validation", **kw)  # from the cache
+    assert torch.equal(again, windows) and len(list(tmp_path.iterdir())) == 1
