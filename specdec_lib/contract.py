@@ -113,10 +113,11 @@ def fresh_ngram(prop, target, tokens, tree):
 
 def fresh_block(prop, target, tokens):
     """A DFlash block from scratch: the context of positions 0 .. n - 1 from a fresh target pass, fresh
-    caches, the whole block [pending, MASK, ...] at n .. n + B - 1 -> its rows' states [B, d]."""
+    caches, the whole block the proposer runs [pending, MASK, ...] at n .. n + R - 1 (R = its pass_rows,
+    the trained block even when the chain is shorter) -> its rows' states [R, d]."""
     from specdec_lib.layers import KVCache
 
-    dr, B, n = prop.drafter, prop.block_size, len(tokens) - 1
+    dr, B, n = prop.drafter, prop.pass_rows, len(tokens) - 1
     ctx = dr.context(hf.hidden_states(target, tokens[None, :-1], dr.feature_layers))[0]
     caches = [KVCache() for _ in dr.layers]
     return dr(dr.block_ids(tokens[-1:], B)[0], torch.arange(n, n + B), caches, ctx, torch.arange(n))

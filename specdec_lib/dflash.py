@@ -64,11 +64,15 @@ class DFlashDrafter(nn.Module):
       anchor .. anchor + block_size - 1. Every block query sees all cached context and the whole block
       (no causal mask inside it); row k's output predicts the token at anchor + k, so one pass drafts
       block_size - 1 tokens. The block's own keys and values are dropped after the pass.
+    - `block_size` is part of the drafter, like its layers: the block it is trained on, and so the block
+      every inference pass runs (section 5 measures what a shorter block costs).
     """
 
-    def __init__(self, target, layers: int = 2, feature_layers=None, mask_token_id: int | None = None):
+    def __init__(self, target, layers: int = 2, feature_layers=None, mask_token_id: int | None = None,
+                 block_size: int = 16):  # fmt: skip
         super().__init__()
         check_int("layers", layers)
+        self.block_size = check_int("block_size", block_size, low=2, why=" (the anchor and one draft)")
         c = hf.block_config(target)
         d, self.vocab = c["hidden"], hf.vocab_size(target)
         self.feature_layers = (
@@ -197,10 +201,15 @@ def dflash_loss(
     return decayed_ce(draft_logits, block_targets(target_logits, anchors, block_size), gamma)
 
 
-def train_dflash(drafter, target, batches, seconds: float, block_size: int = 16, anchors: int = 32,
+def train_dflash(drafter, target, batches, seconds: float, block_size: int | None = None, anchors: int = 32,
                  gamma: float = 7.0, lr: float = 6e-4, generator=None, **kw):  # fmt: skip
-    """Train a DFlashDrafter on the frozen target with chapter 05's loop: `anchors` random blocks of
-    `block_size` per sequence and batch. Returns the per-row loss log."""
+    """Train a DFlashDrafter on the frozen target with chapter 05's loop: `anchors` random blocks of the
+    drafter's block size per sequence and batch. Returns the per-row loss log."""
+    if block_size is None:
+        block_size = drafter.block_size
+    if block_size != drafter.block_size:  # it would run blocks at inference it never saw in training
+        raise ValueError(f"this drafter is built for blocks of {drafter.block_size}, not {block_size}: "
+                         f"pass DFlashDrafter(..., block_size={block_size})")  # fmt: skip
 
     def loss_of(ids):
         a = sample_anchors(ids.shape[-1], block_size, anchors, len(ids), generator).to(ids.device)
@@ -218,17 +227,25 @@ def load_dflash(target, preset: str = "tiny-code"):
 
 # %% notebooks/10_dflash.ipynb [e10-024]
 class DFlashProposer(Proposer):
-    """Drafts a chain of block_size - 1 tokens in ONE drafter pass per round.
+    """Drafts a chain of up to block_size - 1 tokens in ONE drafter pass per round.
 
     The drafter's caches hold the context keys and values of every committed position but the pending
     one (its feature comes from the next verification pass); each round appends the features the engine
     hands over (root + accepted nodes), then runs the block [pending, MASK, ...] once. Greedy: each row's
     argmax. Sampling: each row drawn independently from its own processed distribution q_k, and q is
-    returned, so chain rejection sampling keeps the target's distribution exactly."""
+    returned, so chain rejection sampling keeps the target's distribution exactly.
 
-    def __init__(self, drafter: DFlashDrafter, block_size: int = 16):
+    block_size (default: the drafter's) caps the chain at block_size - 1 tokens. The pass itself runs
+    `pass_rows` rows, by default max(block_size, drafter.block_size): a drafter trained on blocks of 16 has
+    never seen a block of 8, so proposing 7 tokens means running its block of 16 and keeping rows 1 .. 7
+    (nearly the same cost: one pass either way)."""
+
+    def __init__(self, drafter: DFlashDrafter, block_size: int | None = None, pass_rows: int | None = None):
         self.drafter = drafter
+        block_size = drafter.block_size if block_size is None else block_size
         self.block_size = check_int("block_size", block_size, low=2, why=" (the anchor and one draft)")
+        pass_rows = max(self.block_size, drafter.block_size) if pass_rows is None else pass_rows
+        self.pass_rows = check_int("pass_rows", pass_rows, low=self.block_size, why=" (the block it caps)")
         self.feature_layers = drafter.feature_layers
 
     def start(self, target, prompt_ids, sampling, generator, features):
@@ -245,9 +262,9 @@ class DFlashProposer(Proposer):
         n, cached = len(tokens) - 1, len(self.caches[0])  # the anchor (pending token) sits at position n
         assert cached + len(self.unfed) == n, "the drafter's context must cover exactly positions 0 .. n - 1"
         dev = tokens.device
-        ids = self.drafter.block_ids(tokens[-1:], self.block_size)[0]
+        ids = self.drafter.block_ids(tokens[-1:], self.pass_rows)[0]
         h = self.drafter(
-            ids, torch.arange(n, n + self.block_size, device=dev), self.caches,
+            ids, torch.arange(n, n + self.pass_rows, device=dev), self.caches,
             self.unfed, torch.arange(cached, n, device=dev),
         )  # fmt: skip
         self.unfed, self.forwards = self.unfed[:0], self.forwards + 1

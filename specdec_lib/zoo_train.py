@@ -642,6 +642,12 @@ def train_eagle3_stage(name: str, seed: int, batch: int = 8, length: int = 256, 
 
 # ------------------------------------------------------------------------- DFlash (chapter 10)
 @torch.no_grad()
+def sampled_windows(count: int, batch: int = 128) -> torch.Tensor:
+    """Which of regenerated_windows' `count` windows were drawn at T = 1 (True) rather than greedy: the
+    odd batches of `batch`. The one place that knows the layout."""
+    return torch.arange(count) // batch % 2 == 1
+
+
 def regenerated_windows(name: str, split: str = "train", count: int = 6144, seed: int = 0, length: int = 256,
                         batch: int = 128, prompt_tokens: tuple[int, int] = (16, 128)) -> tuple[torch.Tensor, dict]:  # fmt: skip
     """`count` windows [count, length] of the target's OWN text (self-distillation, SpecForge's recipe):
@@ -661,23 +667,23 @@ def regenerated_windows(name: str, split: str = "train", count: int = 6144, seed
     )
     gen = torch.Generator().manual_seed(seed)
     out, prompts, t0 = [], [], time.time()
-    for b, i in enumerate(range(0, count, batch)):
+    sampled = sampled_windows(count, batch)
+    for i in range(0, count, batch):
         P = int(torch.randint(prompt_tokens[0], prompt_tokens[1] + 1, (1,), generator=gen))
         ids = corpus[i : i + batch, :P]
         cache = hf.new_cache(target)
         logits, new = hf.forward_batch(target, ids, cache)[:, -1], []
         for _ in range(length - P):
-            if b % 2 == 0:  # even batches greedy, odd ones drawn at T = 1
-                nxt = logits.argmax(-1, keepdim=True)
-            else:
+            if sampled[i]:
                 nxt = torch.multinomial(torch.softmax(logits, -1), 1, generator=gen)
+            else:
+                nxt = logits.argmax(-1, keepdim=True)
             new.append(nxt)
             logits = hf.forward_batch(target, nxt, cache)[:, -1]
         out.append(torch.cat([ids, *new], dim=1))
         prompts.append(P)
         log(f"regenerated {split}: {sum(len(w) for w in out)}/{count} windows, {time.time() - t0:.0f} s")
     windows = torch.cat(out)
-    sampled = torch.arange(len(windows)) // batch % 2  # 1 where the continuation was drawn at T = 1
     minutes = (time.time() - t0) / 60
     summary = {
         "recipe": f"random cuts of the {split} split keep their first P tokens (P uniform in {list(prompt_tokens)} "
@@ -691,8 +697,8 @@ def regenerated_windows(name: str, split: str = "train", count: int = 6144, seed
             target,
             {
                 "corpus": corpus[: len(windows)],
-                "greedy": windows[sampled == 0],
-                "sampled_t1": windows[sampled == 1],
+                "greedy": windows[~sampled],
+                "sampled_t1": windows[sampled],
             },
             start=prompt_tokens[1],
         ),
@@ -748,6 +754,23 @@ def shuffled_batches(windows: torch.Tensor, batch: int, epochs: int, seed: int) 
 DFLASH_DATA = ("corpus", "regenerated")  # what a DFlash drafter can be trained on (the ablation's two rows)
 
 
+def dflash_taus(drafter, target, texts, starts, blocks=(4, 8, 16)) -> dict:
+    """Greedy tau and acceptance by position of chapter 10's DFlashProposer at each block size in `blocks`
+    (the chain capped at B - 1; the pass runs the drafter's trained block), 64 new tokens after each of
+    validation_greedy_texts' prompts."""
+    from specdec_lib import speculative as spec
+    from specdec_lib.dflash import DFlashProposer
+
+    taus = {}
+    for B in blocks:
+        pooled = spec.Stats.pool([spec.generate(target, s[:st], 64, DFlashProposer(drafter, B)).stats
+                                  for s, st in zip(texts, starts)])  # fmt: skip
+        taus[str(B)] = {"tau": round(pooled.tau, 4),
+                        "acceptance_by_position": [round(float(x), 4) if x == x else None
+                                                   for x in pooled.acceptance_by_position()]}  # fmt: skip
+    return taus
+
+
 def train_dflash_stage(name: str, seed: int, steps: int = 2863, minutes: float = 40, batch: int = 8,
                        length: int = 256, block_size: int = 16, anchors: int = 32, gamma: float = 7.0,
                        lr: float = 1e-3, layers: int = 2, passes: int = 2, max_batches: int | None = None,
@@ -762,14 +785,13 @@ def train_dflash_stage(name: str, seed: int, steps: int = 2863, minutes: float =
     corpus text and on the target's greedy text) and greedy tau at block sizes 4, 8 and 16.
     `corpus_drafter`: (drafter, card) already trained by the corpus recipe (e.g. load_dflash of the previous
     zoo) to measure instead of training one."""
-    from specdec_lib import speculative as spec
-    from specdec_lib.dflash import DFlashDrafter, DFlashProposer, block_recall, train_dflash
+    from specdec_lib.dflash import DFlashDrafter, block_recall, train_dflash
 
     target, tok = frozen_target(name)
-    config = {"layers": layers, "mask_token_id": mask_token(tok)}
+    config = {"layers": layers, "mask_token_id": mask_token(tok), "block_size": block_size}
     regenerated, data = regenerated_windows(name, "train", seed=seed)
     val_regen, val_data = regenerated_windows(name, "validation", count=512, seed=seed + 1)
-    greedy_val = val_regen[torch.arange(len(val_regen)) // 128 % 2 == 0]  # the greedy half
+    greedy_val = val_regen[~sampled_windows(len(val_regen))]  # the greedy half
     evals = {
         "corpus": zoo.token_batches(tok, "validation", batch, length, max_batches=20, seed=seed),
         "greedy": list(greedy_val[: 20 * batch].split(batch)),
@@ -803,13 +825,7 @@ def train_dflash_stage(name: str, seed: int, steps: int = 2863, minutes: float =
             )
             for text, val in evals.items()
         }
-        taus = {}
-        for B in (4, 8, 16):
-            pooled = spec.Stats.pool([spec.generate(target, s[:st], 64, DFlashProposer(drafter, B)).stats
-                                      for s, st in zip(texts, starts)])  # fmt: skip
-            taus[str(B)] = {"tau": round(pooled.tau, 4),
-                            "acceptance_by_position": [round(float(x), 4) if x == x else None
-                                                       for x in pooled.acceptance_by_position()]}  # fmt: skip
+        taus = dflash_taus(drafter, target, texts, starts)
         runs[kind] = {
             "recall": {
                 text: {
@@ -851,7 +867,8 @@ def train_dflash_stage(name: str, seed: int, steps: int = 2863, minutes: float =
             **runs["regenerated"]["recall"],
         },
         "tau_greedy": {
-            "how": "greedy, 64 new tokens after each of 30 validation prompts (last 64 tokens)",
+            "how": "greedy, 64 new tokens after each of 30 validation prompts (last 64 tokens); at B < "
+            f"{block_size} the pass still runs the trained block of {block_size} and the chain keeps rows 1 .. B - 1",
             **runs["regenerated"]["tau_greedy"],
         },
         "ablation": {

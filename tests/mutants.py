@@ -180,8 +180,8 @@ MUTANTS = {
         "specdec_lib/dflash.py",
         [
             (
-                "ids, torch.arange(n, n + self.block_size, device=dev)",
-                "ids, torch.arange(n + 1, n + 1 + self.block_size, device=dev)",
+                "ids, torch.arange(n, n + self.pass_rows, device=dev)",
+                "ids, torch.arange(n + 1, n + 1 + self.pass_rows, device=dev)",
             )
         ],
     ),
@@ -201,6 +201,15 @@ MUTANTS = {
     "D4 DFlash reports each row's q one row off": (
         "specdec_lib/dflash.py",
         [("None if self.sampling.greedy else q)", "None if self.sampling.greedy else q.roll(1, 0))")],
+    ),
+    "D5 DFlash shrinks the pass to a short chain's block, a block shape the drafter never trained on": (
+        "specdec_lib/dflash.py",
+        [
+            (
+                "pass_rows = max(self.block_size, drafter.block_size) if pass_rows is None else pass_rows",
+                "pass_rows = self.block_size if pass_rows is None else pass_rows",
+            )
+        ],
     ),
     "S1 DFlash 2's greedy walk scores every row against the anchor, not the previous pick": (
         "specdec_lib/dflash2.py",
@@ -310,6 +319,7 @@ CATCHERS = {
     "D4": (
         "tests/test_contract.py::test_sampling_is_exactly_the_targets_distribution[dflash:8-T=0.7 top-k 3 top-p 0.9]",
     ),
+    "D5": ("tests/test_dflash.py::test_a_shorter_chain_runs_the_trained_block_and_keeps_its_first_rows",),
     "S1": (
         "tests/test_dflash2.py::test_greedy_walk_maximises_each_step_given_the_previous_pick",
         "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[dflash2:4]",

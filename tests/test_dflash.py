@@ -199,6 +199,39 @@ def test_one_drafter_pass_per_round_and_a_chain_of_block_minus_one():
         assert all(n == min(B - 1, d) for n, d in drafted) and drafted[0][0] == B - 1
 
 
+def test_a_shorter_chain_runs_the_trained_block_and_keeps_its_first_rows():
+    """dflash:B below the drafter's block: the pass still runs the trained block (the only block shape
+    it has seen), so the chain is built from the first B - 1 rows of the full-block pass; and
+    pass_rows = B (a short block) is a different computation."""
+    target = tiny_model(vocab=16, layers=4, seed=3, scale=4.0)
+    dr = randomised(DFlashDrafter(target, block_size=8), seed=2).eval()
+    prompt = torch.tensor([1, 2, 3, 4, 5])
+    cache, features = sd.speculative.prefill(target, prompt, dr.feature_layers)
+
+    def rows(B, pass_rows=None, temperature=0.0):
+        prop = DFlashProposer(dr, B, pass_rows)
+        sampling = sd.SamplingParams(temperature)
+        prop.start(target, prompt, sampling, torch.Generator().manual_seed(0), features)
+        h = []
+        prop.choose = lambda states, anchor: h.append(states)  # the rows the proposer keeps
+        prop.propose(prompt, max_depth=20)  # prefill leaves the last prompt token pending
+        return prop, h[0]
+
+    full, h8 = rows(None)
+    assert full.block_size == full.pass_rows == 8 and len(h8) == 7
+    for B in (2, 3, 5):
+        prop, h = rows(B)
+        assert prop.pass_rows == 8 and len(h) == B - 1
+        assert torch.allclose(h, h8[: B - 1], atol=1e-6)
+    short, h_short = rows(3, pass_rows=3)
+    assert short.pass_rows == 3 and not torch.allclose(h_short, h8[:2], atol=1e-4)
+    assert rows(12)[0].pass_rows == 12  # a longer chain than trained: the longer block
+    with pytest.raises(ValueError, match="pass_rows"):
+        DFlashProposer(dr, 5, pass_rows=4)
+    with pytest.raises(ValueError, match="built for blocks of 8"):
+        dflash.train_dflash(dr, target, [], 1.0, block_size=16)
+
+
 def test_errors():
     target = gqa_model()
     dr = DFlashDrafter(target)
@@ -206,6 +239,8 @@ def test_errors():
     for bad in (1, 0, 2.5, True):
         with pytest.raises(ValueError, match="block_size"):
             DFlashProposer(dr, bad)
+        with pytest.raises(ValueError, match="block_size"):
+            DFlashDrafter(target, block_size=bad)
     with pytest.raises(ValueError, match="layers"):
         DFlashDrafter(target, layers=0)
     with pytest.raises(ValueError, match="mask_token_id"):

@@ -136,7 +136,7 @@ def check_block_tau(fn=None, choice=...) -> str:
 # ----------------------------------------- exercise 3: how cheap would the drafter have to be?
 def check_needed_c(c=...) -> str:
     """c: the cost of one DFlash drafter pass, in target steps, at which chapter 02's model would predict
-    DFlash (keeping its tau and V from the committed benchmark, T = 0, dflash:8) as fast as EAGLE-3's
+    DFlash (keeping its tau and V from the committed benchmark, T = 0, dflash:4) as fast as EAGLE-3's
     predicted speedup there (eagle3:16)."""
     name = "how cheap DFlash's pass would have to be"
     if unanswered(name, (c,), "set c, a fraction of a target pass"):
