@@ -117,10 +117,10 @@ def fresh_block(prop, target, tokens):
     the trained block even when the chain is shorter) -> its rows' states [R, d]."""
     from specdec_lib.layers import KVCache
 
-    dr, B, n = prop.drafter, prop.pass_rows, len(tokens) - 1
+    dr, R, n = prop.drafter, prop.pass_rows, len(tokens) - 1
     ctx = dr.context(hf.hidden_states(target, tokens[None, :-1], dr.feature_layers))[0]
     caches = [KVCache() for _ in dr.layers]
-    return dr(dr.block_ids(tokens[-1:], B)[0], torch.arange(n, n + B), caches, ctx, torch.arange(n))
+    return dr(dr.block_ids(tokens[-1:], R)[0], torch.arange(n, n + R), caches, ctx, torch.arange(n))
 
 
 def fresh_dflash(prop, target, tokens, tree):

@@ -641,13 +641,13 @@ def train_eagle3_stage(name: str, seed: int, batch: int = 8, length: int = 256, 
 
 
 # ------------------------------------------------------------------------- DFlash (chapter 10)
-@torch.no_grad()
 def sampled_windows(count: int, batch: int = 128) -> torch.Tensor:
     """Which of regenerated_windows' `count` windows were drawn at T = 1 (True) rather than greedy: the
     odd batches of `batch`. The one place that knows the layout."""
     return torch.arange(count) // batch % 2 == 1
 
 
+@torch.no_grad()
 def regenerated_windows(name: str, split: str = "train", count: int = 6144, seed: int = 0, length: int = 256,
                         batch: int = 128, prompt_tokens: tuple[int, int] = (16, 128)) -> tuple[torch.Tensor, dict]:  # fmt: skip
     """`count` windows [count, length] of the target's OWN text (self-distillation, SpecForge's recipe):
