@@ -771,7 +771,7 @@ def dflash_taus(drafter, target, texts, starts, blocks=(4, 8, 16)) -> dict:
     return taus
 
 
-def train_dflash_stage(name: str, seed: int, steps: int = 2863, minutes: float = 40, batch: int = 8,
+def train_dflash_stage(name: str, seed: int, steps: int = 2863, minutes: float = 60, batch: int = 8,
                        length: int = 256, block_size: int = 16, anchors: int = 32, gamma: float = 7.0,
                        lr: float = 1e-3, layers: int = 2, passes: int = 2, max_batches: int | None = None,
                        corpus_drafter=None):  # fmt: skip
