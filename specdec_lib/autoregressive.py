@@ -199,7 +199,7 @@ def time_forward(model, prefix_len: int, n_new: int, repeats: int = 7, batch: in
     in each of `batch` sequences at once (chapter 12 sweeps the batch)."""
     device = hf.device_of(model)
     vocab = hf.vocab_size(model)
-    g = torch.Generator().manual_seed(0)
+    g = torch.Generator(device="cpu").manual_seed(0)  # drawn on the CPU, then moved: one prefix on any device
     prefix = torch.randint(0, vocab, (batch, prefix_len), generator=g).to(device)
     new = torch.randint(0, vocab, (batch, n_new), generator=g).to(device)
     cache = hf.new_cache(model)

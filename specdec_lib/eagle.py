@@ -266,7 +266,10 @@ class FeatureTreeProposer(Proposer):
         Returns their feature guesses [len(level), d]."""
         n = len(self.cache) - len(self.fed)  # committed positions in the cache (the rest: this tree)
         anc = ancestor_mask(parents)
-        mask = torch.cat([torch.ones(len(level), n, dtype=torch.bool), anc[level][:, self.fed + level]], 1)
+        mask = torch.cat(
+            [torch.ones(len(level), n, dtype=torch.bool, device=anc.device), anc[level][:, self.fed + level]],
+            1,
+        )
         ids = torch.tensor([tokens[i] for i in level], device=feats.device)
         pos = torch.full((len(level),), position, device=feats.device)
         self.fed += level

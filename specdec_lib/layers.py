@@ -69,7 +69,7 @@ class KVCache:
     def keep(self, start: int, slots: torch.Tensor):
         """Keep [0, start) plus entries start + slots, in that order (compaction after a tree)."""
         if self.k is not None:
-            index = torch.cat([torch.arange(start), start + slots.cpu()]).to(self.k.device)
+            index = torch.cat([torch.arange(start, device=self.k.device), start + slots.to(self.k.device)])
             self.k, self.v = self.k.index_select(-2, index), self.v.index_select(-2, index)
 
 

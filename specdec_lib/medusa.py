@@ -85,7 +85,8 @@ class MedusaHeads(nn.Module):
         """Untrained heads for any target (the tests' `weights="random"`): small random ResBlocks, seeded,
         so that the heads differ from one another (fresh ones all start as the identity)."""
         heads = cls.for_target(target, num_heads, train_projection=False)
-        g = torch.Generator().manual_seed(seed)
+        # drawn on the CPU and copied in: the same init on any device
+        g = torch.Generator(device="cpu").manual_seed(seed)
         with torch.no_grad():
             for block in heads.blocks:
                 w = block.linear.weight

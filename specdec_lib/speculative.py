@@ -157,7 +157,7 @@ class DraftTree:
         if self.is_chain:
             return ids, None, None
         parents = torch.cat([self.parents.new_tensor([-1]), self.parents + 1])  # the root is flat node 0
-        depth = torch.cat([torch.zeros(1, dtype=torch.long), self.depth()])
+        depth = torch.cat([torch.zeros(1, dtype=torch.long, device=self.parents.device), self.depth()])
         return ids, (prefix_len + depth).to(ids.device), ancestor_mask(parents).to(ids.device)
 
 

@@ -165,9 +165,10 @@ class TreeDraftProposer(Proposer):
             level = new
             if d + 1 < len(shape):  # the draft's own pass over the new level, for the next level's children
                 first = new[0]
-                mask = torch.cat(  # [n, cached + n]: the committed prefix, then ancestors in the tree
-                    [torch.ones(len(new), start, dtype=torch.bool), ancestor_mask(parents)[first:]], 1
-                )
+                # [n, cached + n]: the committed prefix, then ancestors in the tree; built on the host, like
+                # ancestor_mask (hf.forward moves it to the model)
+                prefix = torch.ones(len(new), start, dtype=torch.bool, device="cpu")
+                mask = torch.cat([prefix, ancestor_mask(parents)[first:]], 1)
                 positions = torch.full((len(new),), start + d)  # root position start - 1, depth d + 1
                 ids = tokens.new_tensor(node_tokens[first:])
                 out = hf.forward(self.draft, ids, self.cache, position_ids=positions, tree_mask=mask)

@@ -438,3 +438,62 @@ def test_bootstrap_accepts_an_installed_specdec_lib(tmp_path):
         {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, "-S"
     )  # -S: not even the venv's editable install
     assert missing.returncode != 0 and "specdec_lib not found" in missing.stderr
+
+
+def _undeviced(source: str):
+    """(line, what) for each torch.Generator() that names no device, and each new tensor joined with others
+    (torch.cat / torch.stack of a list) that names none: the device-discipline check."""
+    lines = [line if not line.lstrip().startswith(("%", "!")) else "" for line in source.splitlines()]
+    try:
+        tree = ast.parse("\n".join(lines))
+    except SyntaxError:
+        return
+    made = ("tensor", "zeros", "ones", "full", "arange", "empty")
+
+    def torch_call(node, names):
+        return (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "torch"
+            and node.func.attr in names
+            and not any(k.arg == "device" for k in node.keywords)
+        )
+
+    for node in ast.walk(tree):
+        if torch_call(node, ("Generator",)) and not node.args:
+            yield node.lineno, "torch.Generator() without a device"
+        if (
+            torch_call(node, ("cat", "stack"))
+            and node.args
+            and isinstance(node.args[0], (ast.List, ast.Tuple))
+        ):
+            for element in node.args[0].elts:
+                for sub in ast.walk(element):
+                    if torch_call(sub, made):
+                        yield (
+                            sub.lineno,
+                            f"torch.{sub.func.attr}(...) joined with other tensors without a device",
+                        )
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_generators_and_joined_tensors_name_their_device(nb):
+    """Device discipline: a generator samples on its own device, so every torch.Generator() says which (the
+    model's, or "cpu" where the draws are made on the host and moved); a new tensor joined with others takes
+    their device, or a chapter that works on the CPU fails on a GPU runtime (chapter 04 once joined a CUDA
+    prompt with a CPU token)."""
+    found = [
+        f"cell {cell.get('id')} line {line}: {what}"
+        for cell in _load(nb)["cells"]
+        if cell["cell_type"] == "code"
+        for line, what in _undeviced(_source(cell))
+    ]
+    assert not found, "\n".join(found)
+
+
+def test_the_device_check_catches_what_it_names():
+    planted = "g = torch.Generator().manual_seed(0)\nx = torch.cat([prompt, torch.tensor([a])])\n"
+    assert [what.split()[0] for _, what in sorted(_undeviced(planted))] == ["torch.Generator()", "torch.tensor(...)"]
+    fixed = 'g = torch.Generator(device="cpu")\nx = torch.cat([prompt, torch.tensor([a], device=prompt.device)])\n'
+    assert list(_undeviced(fixed)) == []
