@@ -124,6 +124,7 @@ EXPORTS = {
         "ttt_outputs",
         "eagle3_loss",
         "target_inputs",
+        "cached_inputs",
         "train_eagle3",
         "load_eagle3",
         "Eagle3Proposer",
@@ -160,6 +161,7 @@ EXPORTS = {
     "recap": [
         "load_report",
         "plot_benchmark",
+        "tree_budgets",
     ],
     "ngram": [
         "PromptLookupProposer",

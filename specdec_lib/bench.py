@@ -3,6 +3,7 @@
     python -m specdec_lib.bench                        # every method at T = 0, 0.7 (top-p 0.9) and 1
     python -m specdec_lib.bench run --methods chain:4,eagle3,hf-assisted:4 --temperature 0 --prompts 10
     python -m specdec_lib.bench zoo                    # the zoo's numbers: load time, greedy agreement
+    python -m specdec_lib.bench costs --preset smollm2-135m --out book/data   # V(n): what n nodes cost
 
 `run` decodes the same held-out prompts with plain autoregressive decoding (`ar`, the baseline) and every
 method in `--methods`, in ONE process: a warm-up of every method first, then `--repeats` passes over the
@@ -516,10 +517,67 @@ def zoo_report(args) -> bool:
     return True
 
 
+def verify_cost(target, n: int, prefix_len: int = 96, repeats: int = 7) -> float:
+    """Median seconds of one verification pass as the engine runs it (hf.forward with a [n, n] tree mask and
+    explicit positions) over `n` nodes after a cached prefix of `prefix_len` random tokens."""
+    device, vocab = hf.device_of(target), hf.vocab_size(target)
+    g = torch.Generator().manual_seed(0)
+    prefix = torch.randint(0, vocab, (prefix_len,), generator=g).to(device)
+    nodes = torch.randint(0, vocab, (n,), generator=g).to(device)
+    mask = torch.ones(n, n, dtype=torch.bool).tril()  # a chain; a tree's mask has the same shape and cost
+    positions = torch.arange(prefix_len, prefix_len + n, device=device)
+    cache = hf.new_cache(target)
+    times = []
+    with torch.inference_mode():
+        hf.forward(target, prefix, cache, last_only=True)
+        for _ in range(repeats + 1):  # the first run warms up and is discarded
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            hf.forward(target, nodes, cache, positions, tree_mask=mask)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+            hf.crop_cache(cache, prefix_len)
+    return statistics.median(times[1:])
+
+
+def cost_report(args) -> bool:
+    """V(n) = (one verification pass over n nodes) / (one over 1 token) - 1 for n = 1 .. 32, on this machine:
+    the curve a tree budget is chosen on (chapter 12, section 8). Written to --out as costs-PRESET.json."""
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    target, _, _ = zoo.load_pair(args.preset, device=args.device)
+    sizes = list(range(1, 33))
+    rounds = []
+    for _ in range(args.repeats):  # interleaved sweeps: a busy spell of the machine hits every n alike
+        rounds.append({n: verify_cost(target, n) for n in sizes})
+    ms = {n: 1000 * statistics.median(r[n] for r in rounds) for n in sizes}
+    report = {
+        "preset": args.preset,
+        "device": str(hf.device_of(target)),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "command": "python -m specdec_lib.bench " + " ".join(args.argv),
+        "how": "verify_cost: one hf.forward over n nodes with a [n, n] mask after 96 cached tokens, median of 7 "
+        f"passes, median over {args.repeats} interleaved sweeps",
+        "ms": {str(n): round(ms[n], 3) for n in sizes},
+        "V": {str(n): round(ms[n] / ms[1] - 1, 4) for n in sizes},
+    }
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"costs-{args.preset}.json"
+    path.write_text(json.dumps(report, indent=1) + "\n")
+    print(" ".join(f"V({n})={report['V'][str(n)]:.2f}" for n in sizes))
+    print(f"wrote {path}")
+    return True
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["run", "zoo"], nargs="?", default="run")
+    ap.add_argument("what", choices=["run", "zoo", "costs"], nargs="?", default="run")
     ap.add_argument("--methods", default=DEFAULT_METHODS, help="comma-separated specs (see above)")
     ap.add_argument(
         "--temperature",
@@ -553,7 +611,7 @@ def main(argv=None):
         ap.error("--temperature names no sampling")
     if args.max_new_tokens < 1 or args.prompts < 1 or args.repeats < 1:
         ap.error("--max-new-tokens, --prompts and --repeats must be >= 1")
-    ok = {"run": run, "zoo": zoo_report}[args.what](args)
+    ok = {"run": run, "zoo": zoo_report, "costs": cost_report}[args.what](args)
     raise SystemExit(0 if ok else 1)
 
 

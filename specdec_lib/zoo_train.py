@@ -19,8 +19,9 @@ its chapter's ``train_*`` on chapter 05's loop (``specdec_lib.training``), with 
 | dflash2  | dflash2 (two runs on the frozen DFlash)       | train_dflash2 (ch11), WarmupStableDecay                    |
 
 A real preset (``--name smollm2-135m``: a pretrained target, zoo.REAL_PRESETS) has one stage, ``eagle3``: its
-EAGLE-3 drafter, by train_eagle3 (ch09) on the target's own answers to the project's instructions
-(``chat_answers``, cached in zoo.cache_dir()), Cosine over a 40-minute budget.
+EAGLE-3 drafter, by train_eagle3 (ch09) on cached features of the target's own answers to the project's
+instructions (``zoo_stages.chat_data``: resumable chunks, the tokens committed in data/answers/), in resumable
+runs of at most ``--minutes`` (``zoo_stages.eagle3_real``); repeat the command until the card is written.
 
 The proposer stages are the ones the registry names (``methods.register(..., zoo_stage=...)``). Each has a
 step budget that reproduces the shipped weights and a time cap; a card's ``config`` is exactly its
@@ -46,6 +47,7 @@ import torch.nn.functional as F
 
 from specdec_lib import hf, zoo
 from specdec_lib.training import Cosine, WarmupStableDecay, adamw, train_on_frozen_target
+from specdec_lib.zoo_stages.eagle3_real import train_eagle3_real
 
 EOS = "<|endoftext|>"
 DEF_LINE = re.compile(r"^\s*(async\s+def|def|class)\s+\w+.*:\s*$")
@@ -1107,138 +1109,6 @@ def draft_tournament(args) -> None:
     log(f"kept the {best} draft; greedy agreement on 50 test prompts = {test_alpha:.3f}")
 
 
-# ----------------------------------------------------- the real model's drafter: SmolLM2-135M (EAGLE-3)
-def chat_answers(name: str, seed: int = 0, new_tokens: int = 128, batch: int = 32) -> tuple[list, dict]:
-    """The target's own answers to the project's training instructions (`zoo.instructions("train")`): per
-    instruction one greedy answer and one drawn at T = 1, each [chat prompt + answer, up to its end token]
-    as one token sequence. Seeded and cached in zoo.cache_dir() (rebuilt, never committed). Returns the
-    sequences and a summary of the data for the card."""
-    path = zoo.cache_dir() / f"{name}-answers-seed{seed}-{new_tokens}.pt"
-    if path.exists():
-        data = torch.load(path)
-        return data["sequences"], data["summary"]
-    target, tok = frozen_target(name)
-    eos, pad = tok.eos_token_id, tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    prompts = [zoo.chat_ids(tok, text) for text in zoo.instructions("train")]
-    sequences, t0 = [], time.time()
-    torch.manual_seed(seed)
-    for sampled in (False, True):
-        for i in range(0, len(prompts), batch):
-            group = prompts[i : i + batch]
-            width = max(len(p) for p in group)  # left-padded: every answer starts at column `width`
-            ids = torch.full((len(group), width), pad, dtype=torch.long)
-            mask = torch.zeros_like(ids)
-            for r, p in enumerate(group):
-                ids[r, width - len(p) :], mask[r, width - len(p) :] = p, 1
-            how = (
-                {"do_sample": True, "temperature": 1.0, "top_k": 0, "top_p": 1.0}
-                if sampled
-                else {"do_sample": False}
-            )
-            with torch.no_grad():
-                out = target.generate(
-                    input_ids=ids, attention_mask=mask, max_new_tokens=new_tokens, pad_token_id=pad,
-                    eos_token_id=eos, **how,
-                )  # fmt: skip
-            for p, row in zip(group, out[:, width:]):
-                answer = row.tolist()
-                answer = answer[: answer.index(eos) + 1] if eos in answer else answer
-                sequences.append(torch.cat([p, torch.tensor(answer, dtype=torch.long)]))
-        log(
-            f"answers ({'T = 1' if sampled else 'greedy'}): {len(sequences)} so far, {time.time() - t0:.0f} s"
-        )
-    answer_tokens = [len(s) - len(p) for s, p in zip(sequences, prompts * 2)]
-    summary = {
-        "instructions": len(prompts),
-        "answers": {"greedy": len(prompts), "sampled_t1": len(prompts)},
-        "max_new_tokens": new_tokens,
-        "answer_tokens": sum(answer_tokens),
-        "answers_ended": sum(int(s[-1]) == eos for s in sequences),
-        "total_tokens": sum(len(s) for s in sequences),
-        "generation_minutes": round((time.time() - t0) / 60, 1),
-        "how": f"transformers' generate on the frozen target, batches of {batch} left-padded chat prompts, "
-        f"seed {seed}",
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"sequences": sequences, "summary": summary}, path)
-    return sequences, summary
-
-
-def packed_batches(sequences, batch: int, length: int, epochs: int, seed: int) -> list[torch.Tensor]:
-    """The sequences in a seeded shuffled order (a new one per epoch), end to end, cut into [batch, length]
-    windows: every token of the data in some window, `epochs` times."""
-    out = []
-    for e in range(epochs):
-        order = torch.randperm(len(sequences), generator=torch.Generator().manual_seed(seed + e)).tolist()
-        stream = torch.cat([sequences[i] for i in order])
-        rows = len(stream) // length
-        windows = stream[: rows * length].view(rows, length)
-        out += [windows[b : b + batch] for b in range(0, rows - batch + 1, batch)]
-    return out
-
-
-def train_eagle3_real(name: str, seed: int, minutes: float = 40, batch: int = 8, length: int = 256,
-                      draft_vocab: int = 8192, lr: float = 2e-3, max_batches: int | None = None):  # fmt: skip
-    """EAGLE-3 for a real preset (SmolLM2-135M): chapter 09's train_eagle3 on the target's own answers to
-    the project's instructions (chat_answers), as many epochs as `minutes` allow (Cosine schedule over
-    the time budget), a draft vocabulary of the `draft_vocab` ids most frequent in those answers; then the
-    card's numbers on 30 validation instructions: acc[d][r], the fitted greedy temperature, greedy tau with
-    EAGLE-2's tree, and the sampled slots' acceptance (chapter 08)."""
-    from specdec_lib.eagle3 import Eagle3Drafter, draft_vocabulary, train_eagle3
-
-    target, tok = frozen_target(name)
-    torch.manual_seed(seed)
-    sequences, data = chat_answers(name, seed)
-    counts = torch.bincount(torch.cat(sequences), minlength=hf.vocab_size(target))
-    d2t, _ = draft_vocabulary(counts, draft_vocab)
-    drafter = Eagle3Drafter(target, d2t)
-    per_epoch = len(packed_batches(sequences, batch, length, epochs=1, seed=seed))
-    batches = packed_batches(sequences, batch, length, epochs=20, seed=seed)[:max_batches]  # the time decides
-    t0 = time.time()
-    history = train_eagle3(drafter, target, batches, minutes * 60, 6, lr, schedule=Cosine(warmup=20),
-                           betas=(0.9, 0.95))  # fmt: skip
-    log(
-        f"eagle3 ({name}): {len(history)} steps in {(time.time() - t0) / 60:.1f} min, last losses {history[-1]}"
-    )
-    texts = validation_greedy_texts(target, tok)  # the chat preset's: validation instructions
-    prompts = [s[:st] for s, st in zip(*texts)]
-    res = eagle_snapshot_eval(drafter, target, texts, prompts, eos=tok.eos_token_id)
-    card = card_of(
-        name, "eagle3", drafter, {"feature_layers": list(drafter.feature_layers)}, train_eagle3, history, batch,
-        length, t0, loss="as the tiny-code eagle3 card's: 0.8^s-weighted soft CE over the draft vocabulary, "
-        "training-time test, 6 steps", schedule=f"AdamW(0.9, 0.95), lr {lr}, 20-step warm-up, cosine to 10% "
-        f"over {minutes} min", seed=seed,
-    )  # fmt: skip
-    card.update(
-        {
-            "data": {
-                "recipe": "the target's own answers (one greedy, one at T = 1) to the project's training "
-                "instructions (zoo.instructions('train'): templates x topics; validation and test topics held out), "
-                "in the chat template, packed into windows",
-                **data,
-                "epochs_seen": round(len(history) / per_epoch, 2),
-            },
-            "draft_vocab": len(d2t),
-            "draft_vocabulary": {
-                "rule": "the ids most frequent in the training answers (prompts included)",
-                "coverage_of_training_tokens": round(float(counts.sort(descending=True).values[: len(d2t)].sum() / counts.sum()), 4),
-            },
-            "rank_acceptance": {"how": "acc[d][r] along the target's greedy answers to 30 validation instructions, depth 8", "acc": res["acc"]},
-            "calibration": {"greedy_temperature": res["greedy_temperature"]},
-            "validation": {
-                "how": "greedy decoding with EAGLE-2's tree (16 nodes, depth 8, top-4, fitted temperature) on 30 "
-                "validation instructions, 64 new tokens",
-                "tau": res["tau_greedy_eagle2_tree"],
-                "acceptance_by_depth": res["acceptance_by_depth"],
-            },
-            "torch": torch.__version__,
-        }
-    )  # fmt: skip
-    zoo.save_weights(drafter, "eagle3", card, preset=name)
-    calibrate_sampled_slots(name, "eagle3", texts)
-    log(f"eagle3 ({name}) saved; validation tau {res['tau_greedy_eagle2_tree']}")
-
-
 # ------------------------------------------------------------------------------ the table of stages
 # `--stage all` runs them in this order; each reads what the stages above it wrote. The proposer stages are
 # the ones the registry names (methods.register(..., zoo_stage=...)): check_stages keeps the two in step.
@@ -1251,7 +1121,7 @@ STAGES = {  # `--stage NAME` -> its trainer (chapter: what it trains)
     "heads": lambda a: train_heads(a.name, a.seed, max_batches=a.max_batches or 4000),  # 05-06: Medusa, MTP
     "eagle": lambda a: train_eagle_stage(a.name, a.seed, max_batches=a.max_batches or 6000),  # 07-08: EAGLE
     "eagle3": lambda a: (  # 09: EAGLE-3 and its scaling experiment; for a real preset, its drafter alone
-        train_eagle3_real(a.name, a.seed, max_batches=a.max_batches)
+        train_eagle3_real(a.name, a.minutes or 40)
         if a.name in zoo.REAL_PRESETS
         else train_eagle3_stage(a.name, a.seed, max_batches=a.max_batches)
     ),
@@ -1307,6 +1177,7 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: leave torch's default)")
+    ap.add_argument("--minutes", type=float, default=None, help="a real preset's run: its time budget")
     ap.add_argument(
         "--max-batches", type=int, default=None, help="proposer stages: fewer batches (smoke tests)"
     )

