@@ -494,6 +494,9 @@ def test_generators_and_joined_tensors_name_their_device(nb):
 
 def test_the_device_check_catches_what_it_names():
     planted = "g = torch.Generator().manual_seed(0)\nx = torch.cat([prompt, torch.tensor([a])])\n"
-    assert [what.split()[0] for _, what in sorted(_undeviced(planted))] == ["torch.Generator()", "torch.tensor(...)"]
+    assert [what.split()[0] for _, what in sorted(_undeviced(planted))] == [
+        "torch.Generator()",
+        "torch.tensor(...)",
+    ]
     fixed = 'g = torch.Generator(device="cpu")\nx = torch.cat([prompt, torch.tensor([a], device=prompt.device)])\n'
     assert list(_undeviced(fixed)) == []

@@ -150,6 +150,8 @@ def answer_chunk(name: str, index: int, new_tokens: int = 128, batch: int = 128,
         return chunk
     target, tok = pair if pair is not None else zoo.load_pair(name, device="cpu")[::2]
     target.eval()
+    if hf.vocab_size(target) > np.iinfo(np.uint16).max + 1:
+        raise ValueError(f"{name}'s {hf.vocab_size(target)} ids do not fit the chunks' uint16 token store")
     layers, eos = tap_layers(target), tok.eos_token_id
     prompts = [zoo.chat_ids(tok, t) for t in mine]
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))  # similar lengths: little padding
@@ -190,8 +192,9 @@ def answer_chunk(name: str, index: int, new_tokens: int = 128, batch: int = 128,
     np.save(feats / "argmax.npy", torch.cat([rows[k]["argmax"] for k in keys]).numpy())
     (feats / "meta.json").write_text(json.dumps({"layers": list(layers), "tokens": meta["tokens"]}))
     path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f"{path.stem}.partial-{os.getpid()}.npz")  # a chunk exists once it is whole
     np.savez_compressed(
-        path,
+        partial,
         tokens=torch.cat(seqs).numpy().astype(np.uint16),
         lengths=np.array(lengths, dtype=np.int32),
         prompt_lengths=np.array(prompt_lengths, dtype=np.int32),
@@ -199,6 +202,7 @@ def answer_chunk(name: str, index: int, new_tokens: int = 128, batch: int = 128,
         instruction=np.array([first + i for _, i in keys], dtype=np.int32),
         meta=np.array(json.dumps(meta)),
     )
+    partial.rename(path)
     log(
         f"{name} chunk {index}: {meta['answer_tokens']} answer tokens in {seconds / 60:.1f} min "
         f"({meta['answer_tokens'] / seconds * 60:.0f} a minute)"
