@@ -500,3 +500,70 @@ def test_the_device_check_catches_what_it_names():
     ]
     fixed = 'g = torch.Generator(device="cpu")\nx = torch.cat([prompt, torch.tensor([a], device=prompt.device)])\n'
     assert list(_undeviced(fixed)) == []
+
+
+PROSE_LIMIT = 25_000  # characters a learner reads in a chapter, outside its "going further" folds
+FOLD = re.compile(r"<details><summary>(.*?)</summary>\n\n(.*?)\n\n</details>", re.S)
+COMMENT = re.compile(r"<!--.*?-->", re.S)
+
+
+def _prose(path):
+    """A chapter's Markdown with its folds (`<details>` blocks: going further, why it works) and the
+    source notes (HTML comments, which the site does not show) left out."""
+    cells = _load(path)["cells"]
+    md = "\n".join(_source(c) for c in cells if c["cell_type"] == "markdown")
+    return COMMENT.sub("", FOLD.sub("", md))
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_chapter_prose_fits_a_sitting(nb):
+    n = len(_prose(nb))
+    assert n <= PROSE_LIMIT, (
+        f"{nb.name}: {n:,} characters of prose outside folds (limit {PROSE_LIMIT:,}); move an aside "
+        "into a `<details><summary>Going further: ...</summary>` block or shorten it"
+    )
+
+
+def _fold_problems(text):
+    """Why a Markdown cell's folds would not render as folds, in Jupyter, on Colab and on the site: each
+    `<details>` opens a block of its own (a blank line before it), its summary on the same line, a blank
+    line after, and closes with `</details>` alone on its line."""
+    problems = []
+    opened = [m.start() for m in re.finditer(r"<details>", text)]
+    if len(opened) != text.count("</details>"):
+        problems.append("unbalanced <details>")
+    for i in opened:
+        if i and not text[:i].endswith("\n\n"):
+            problems.append(f"no blank line before <details> at {text[i : i + 60]!r}")
+    if len(FOLD.findall(text)) != len(opened):
+        problems.append(
+            "a fold is not `<details><summary>...</summary>`, a blank line, its text, a blank line"
+        )
+    for m in re.finditer(r"</details>", text):
+        if text[m.end() :].strip() and not text[m.end() :].startswith("\n\n"):
+            problems.append(f"text right after </details>: {text[m.end() : m.end() + 40]!r}")
+    return problems
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_folds_are_blocks_of_their_own(nb):
+    bad = {
+        c.get("id"): p
+        for c in _load(nb)["cells"]
+        if c["cell_type"] == "markdown" and (p := _fold_problems(_source(c)))
+    }
+    assert not bad, f"{nb.name}: {bad}"
+
+
+def test_the_fold_check_catches_what_it_names():
+    good = "Text.\n\n<details><summary>Going further: x</summary>\n\nHidden.\n\n</details>\n\nMore."
+    assert _fold_problems(good) == []
+    assert _fold_problems("Text. <details><summary>x</summary>\n\nHidden.\n\n</details>")  # inline
+    assert _fold_problems("Text.\n\n<details><summary>x</summary>\nHidden.\n\n</details>")  # no blank line
+    assert _fold_problems("Text.\n\n<details><summary>x</summary>\n\nHidden.\n\n</details> more")
+    assert _fold_problems("Text.\n\n<details><summary>x</summary>\n\nHidden.")  # never closed
+    assert len(_prose_of_text(good)) == len("Text.\n\n\n\nMore.")
+
+
+def _prose_of_text(text):
+    return COMMENT.sub("", FOLD.sub("", text))
