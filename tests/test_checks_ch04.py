@@ -8,9 +8,15 @@ from specdec_teacher import ch04 as teacher
 def test_answers_in_other_types_are_accepted():
     import torch
 
-    ref_mask, ref_positions = teacher.REFERENCE["check_ancestor_mask"], teacher.REFERENCE["check_positions"]
+    ref_mask, ref_misplaced = (
+        teacher.REFERENCE["check_ancestor_mask"],
+        teacher.REFERENCE["check_misplaced_nodes"],
+    )
     assert ch04.check_ancestor_mask(lambda parents: ref_mask(parents).tolist()) == "correct"
-    assert ch04.check_positions(lambda parents, L: torch.tensor(ref_positions(parents, L))) == "correct"
+    assert ch04.check_misplaced_nodes(lambda parents: torch.tensor(ref_misplaced(parents))) == "correct"
+    assert ch04.check_misplaced_nodes(lambda parents: ref_misplaced(parents)[::-1]) == "correct"  # any order
+    assert ch04.check_crop_is_right(lambda p, n: int(teacher.crop_is_right(p, n))) == "correct"  # 0/1 too
+    assert ch04.check_crop_is_right(lambda p, n: "yes") == "incorrect"
     assert ch04.check_greedy_walk(lambda *a: tuple(teacher.REFERENCE["check_greedy_walk"](*a))) == "correct"
     assert ch04.check_ancestor_mask(lambda parents: "mask") == "incorrect"  # bad output: no crash
     assert ch04.check_greedy_walk(lambda *a: 3) == "incorrect"
@@ -54,3 +60,12 @@ def test_sibling_acceptance_hints_name_the_mistake(capsys):
         assert says in capsys.readouterr().out
     assert ch04.check_sibling_acceptance(0.6, 0.5) == "incorrect"  # an unknown wrong number: the general hint
     assert "sum_x min(p(x), q(x))" in capsys.readouterr().out
+
+
+def test_a_crop_is_right_exactly_when_the_path_is_the_first_nodes():
+    """The reference's shortcut (the accepted node is m - 1) against the definition (the crop's slots are
+    the path's slots), on every node of every test tree."""
+    for parents in ch04._trees():
+        for node in range(-1, len(parents)):
+            path = teacher._path(parents, node)
+            assert teacher.crop_is_right(parents, node) == (path == list(range(len(path))))

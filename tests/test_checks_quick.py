@@ -35,7 +35,7 @@ def test_reference_right_everything_else_wrong_with_a_hint(chapter, capsys):
 
 
 def test_numeric_answers_are_what_the_question_says():
-    p, q = (0.6, 0.3, 0.1), (0.3, 0.3, 0.4)
+    p, q = (0.7, 0.1, 0.1, 0.1), (0.25,) * 4
     assert abs(REFERENCE[3] - sum(min(a, b) for a, b in zip(p, q))) < 1e-12
     assert abs(REFERENCE[2] - (1 + sum(0.8**d for d in range(1, 5)))) < 1e-12
 

@@ -91,29 +91,26 @@ def test_no_public_function_answers_an_exercise(capsys):
 
 def test_a_memorised_answer_passes_the_public_cases_only():
     """A table of the public cases' answers fools the self-check, never the graded check's hidden cases."""
-    ref = specdec_teacher.module("ch02").expected_tau
-    cases = [*ch02._TAU_CASES, *((1.0, k) for k in (1, 4, 7))]
-    table = {case: ref(*case) for case in cases}
+    ref = specdec_teacher.module("ch02").alpha_for_tau
+    table = {case: ref(*case) for case in ch02._TAU_CASES}
 
-    def memorised(alpha, k):
-        return table[(alpha, k)]
+    def memorised(tau, k):
+        return table[(tau, k)]
 
-    assert ch02.check_expected_tau(memorised) == "correct"
+    assert ch02.check_alpha_for_tau(memorised) == "correct"
     assert (
-        specdec_teacher.hidden_check("specdec_lib.checks.ch02", "check_expected_tau", memorised)
+        specdec_teacher.hidden_check("specdec_lib.checks.ch02", "check_alpha_for_tau", memorised)
         == "incorrect"
     )
 
 
 def test_reading_the_checkers_stored_answers_is_not_an_answer(capsys):
     def reads_them(p, q):
-        return ch03._expected.acceptance(p, q)
+        return ch03._expected.colleague_law(p, q)
 
-    assert ch03.check_acceptance_probability(reads_them) == "not attempted"
+    assert ch03.check_colleague_law(reads_them) == "not attempted"
     assert "cannot check here" in capsys.readouterr().out
-    graded = specdec_teacher.hidden_check(
-        "specdec_lib.checks.ch03", "check_acceptance_probability", reads_them
-    )
+    graded = specdec_teacher.hidden_check("specdec_lib.checks.ch03", "check_colleague_law", reads_them)
     assert graded != "correct"
 
 
@@ -141,7 +138,7 @@ def test_the_student_build_has_no_teacher_package(tmp_path):
 
 def test_the_hidden_cases_are_other_cases(capsys):
     """A hidden run moves every seed and adds cases: the checker sees inputs the public run never showed."""
-    ref = specdec_teacher.module("ch03").acceptance
+    ref = specdec_teacher.module("ch03").colleague_law
     seen = {"public": [], "hidden": []}
 
     def spy(run):
@@ -151,10 +148,8 @@ def test_the_hidden_cases_are_other_cases(capsys):
 
         return fn
 
-    assert ch03.check_acceptance_probability(spy("public")) == "correct"
-    graded = specdec_teacher.hidden_check(
-        "specdec_lib.checks.ch03", "check_acceptance_probability", spy("hidden")
-    )
+    assert ch03.check_colleague_law(spy("public")) == "correct"
+    graded = specdec_teacher.hidden_check("specdec_lib.checks.ch03", "check_colleague_law", spy("hidden"))
     assert graded == "correct" and "(hidden cases): correct" in capsys.readouterr().out
     random_public = set(seen["public"][:6])  # the first six pairs are random, the last two fixed extremes
     assert not random_public & set(seen["hidden"])

@@ -24,7 +24,7 @@ EXERCISES = {
     "ex3": "### BEGIN SOLUTION\nmy_tau = 1.85\nmy_overhead = 1.85 / 1.8 - 1\n### END SOLUTION\n\n"
     "check_deepseek_numbers(my_tau, my_overhead)",
     "quick": "from specdec_lib.checks.quick import check_quick, quick_question\n\nquick_question(3)\n\n"
-    "### BEGIN SOLUTION\nmy_number = 0.7\n### END SOLUTION\n\ncheck_quick(3, my_number)",
+    "### BEGIN SOLUTION\nmy_number = 0.55\n### END SOLUTION\n\ncheck_quick(3, my_number)",
 }
 
 

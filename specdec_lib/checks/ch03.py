@@ -8,7 +8,17 @@ from __future__ import annotations
 
 import torch
 
-from specdec_lib.checks._core import _ICON, NOT_ATTEMPTED, Answers, as_float, expect, seed, verdict
+from specdec_lib.checks._core import (
+    _ICON,
+    NOT_ATTEMPTED,
+    Answers,
+    Incorrect,
+    as_float,
+    expect,
+    hidden,
+    seed,
+    verdict,
+)
 
 _expected = Answers("ch03")
 
@@ -16,7 +26,7 @@ _expected = Answers("ch03")
 # ------------------------------------------------------------------------------------------ helpers
 def _pairs(vocab: int = 8, n: int = 6, s: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Test pairs (p, q): random ones, sparse ones (zeros, as after top-k/top-p), and two extremes."""
-    g = torch.Generator().manual_seed(seed(s))
+    g = torch.Generator(device="cpu").manual_seed(seed(s))
     out = []
     for i in range(n):
         p = torch.rand(vocab, generator=g) ** 3
@@ -39,57 +49,74 @@ def _fmt(t: torch.Tensor) -> str:
     return "(" + ", ".join(f"{v:.3f}" for v in t.tolist()) + ")"
 
 
-# ---------------------------------------------------------------- exercise 1: acceptance probability
-def check_acceptance_probability(fn) -> str:
-    """fn(p, q) -> beta = sum_x min(p(x), q(x)), for 1-D distributions p (target) and q (draft)."""
+# ------------------------------------------------- exercise 1: how many tokens a round emits (derive)
+def _beta_lists(s: int = 0) -> list[list[float]]:
+    """Per-position acceptance probabilities of a chain: fixed corner cases, then random chains."""
+    g = torch.Generator(device="cpu").manual_seed(seed(s))
+    out = [[0.7], [1.0, 1.0, 1.0], [0.0, 0.9], [0.5, 0.5, 0.5, 0.5], [0.9, 0.2, 1.0]]
+    for k in (2, 3, 5, 8):
+        out.append([round(v, 3) for v in torch.rand(k, generator=g).tolist()])
+    out += hidden(4, lambda rng: [round(rng.random(), 3) for _ in range(rng.randint(1, 7))])
+    return out
+
+
+def _as_law(value, n: int, what: str) -> torch.Tensor:
+    try:
+        got = torch.as_tensor(value, dtype=torch.float64).reshape(-1)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise Incorrect(f"return {what} as {n} numbers (a list or a 1-D tensor)") from e
+    expect(got.numel() == n, f"return {n} numbers, one per outcome, not {got.numel()}")
+    expect(bool(torch.isfinite(got).all()), "your probabilities contain NaN or inf")
+    return got
+
+
+def check_round_length_law(fn) -> str:
+    """fn(betas) -> [P(1 token), P(2 tokens), ..., P(k + 1 tokens)]: how many tokens one round of a chain
+    of k = len(betas) drafts emits, when draft i is accepted with probability betas[i - 1] once every draft
+    before it was (a round emits its accepted drafts plus one token of the target's)."""
+
+    def cases(fn):
+        for betas in _beta_lists():
+            want = torch.as_tensor(_expected.round_length_law(list(betas)), dtype=torch.float64)
+            got = _as_law(fn(list(betas)), len(betas) + 1, "the law")
+            expect(
+                abs(float(got.sum()) - 1) < 1e-6,
+                f"for betas = {betas} your probabilities sum to {float(got.sum()):.4f}: a round always emits "
+                "between 1 and k + 1 tokens, so they sum to 1",
+            )
+            expect(
+                torch.allclose(got, want, atol=1e-6),
+                f"for betas = {betas} the law is {_fmt(want)}, you returned {_fmt(got)} (hint: a round emits n "
+                "tokens when drafts 1..n-1 are accepted and draft n is rejected; all k accepted gives k + 1)",
+            )
+
+    return verdict("how many tokens a round emits", fn, cases)
+
+
+# --------------------------------------------------------- exercise 2: a colleague's verifier (debug)
+def check_colleague_law(fn) -> str:
+    """fn(p, q) -> the exact distribution of the token that `colleague_verify_one` emits when its draft x is
+    drawn from q and its coins are fair (the chapter's cell shows the colleague's code)."""
 
     def cases(fn):
         for p, q in _pairs():
-            want = float(_expected.acceptance(p, q))
-            got = as_float(fn(p.clone(), q.clone()), "the acceptance probability")
-            expect(0 <= got <= 1 + 1e-6, f"an acceptance probability lies in [0, 1]; you returned {got:.4f}")
-            expect(
-                abs(got - want) < 1e-5,
-                f"for p = {_fmt(p)} and q = {_fmt(q)} beta should be {want:.4f}, you returned {got:.4f} "
-                "(hint: a token is kept with probability q(x)·min(1, p(x)/q(x)); add that up over x)",
-            )
-        p, _ = _pairs()[0]
-        got = as_float(fn(p.clone(), p.clone()), "the acceptance probability")
-        expect(
-            abs(got - 1) < 1e-5,
-            f"a draft identical to the target is always accepted (beta = 1); got {got:.4f}",
-        )
-
-    return verdict("acceptance probability", fn, cases)
-
-
-# ------------------------------------------------------------------------------ exercise 2: residual
-def check_residual(fn) -> str:
-    """fn(p, q) -> norm(max(0, p - q)), the distribution to sample from after a rejection (p != q)."""
-
-    def cases(fn):
-        for p, q in _pairs():
-            want = _expected.residual(p, q)
-            got = torch.as_tensor(fn(p.clone(), q.clone()), dtype=torch.float32)
-            expect(
-                got.shape == want.shape,
-                f"return a distribution of shape {tuple(want.shape)}, not {tuple(got.shape)}",
-            )
-            expect(bool(torch.isfinite(got).all()), "your residual contains NaN or inf")
-            expect(
-                bool((got >= -1e-7).all()), "a residual is a distribution: no negative entries (clamp at 0)"
-            )
-            expect(
-                abs(float(got.sum()) - 1) < 1e-5,
-                f"the residual should sum to 1, yours sums to {float(got.sum()):.4f}",
-            )
+            if torch.equal(p, q):
+                continue
+            want = _expected.colleague_law(p, q).double()
+            got = _as_law(fn(p.clone(), q.clone()), len(p), "the distribution")
+            if torch.allclose(got, p.double(), atol=1e-6) and not torch.allclose(want, p.double(), atol=1e-6):
+                raise Incorrect(
+                    f"for p = {_fmt(p)} and q = {_fmt(q)} you returned p itself: that is what the correct rule "
+                    "emits. Run the colleague's rule many times, or follow its two branches, and compare"
+                )
             expect(
                 torch.allclose(got, want, atol=1e-5),
-                f"for p = {_fmt(p)} and q = {_fmt(q)} the residual is {_fmt(want)}, you returned {_fmt(got)} "
-                "(hint: keep only the tokens the draft under-proposes, p(x) > q(x))",
+                f"for p = {_fmt(p)} and q = {_fmt(q)} the colleague's rule emits {_fmt(want)}, you returned "
+                f"{_fmt(got)} (hint: add the two ways a token is emitted: drafted and kept, min(p, q); or "
+                "rejected, then drawn from the colleague's 'residual', whose sum is not 1 - beta)",
             )
 
-    return verdict("residual", fn, cases)
+    return verdict("the colleague's verifier", fn, cases)
 
 
 # ---------------------------------------------------------------------- exercise 3: the seed question

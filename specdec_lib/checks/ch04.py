@@ -69,60 +69,51 @@ def check_ancestor_mask(fn) -> str:
     return verdict("ancestor mask", fn, cases)
 
 
-# ---------------------------------------------------------------------------- exercise 2: positions
-def check_positions(fn) -> str:
-    """fn(parents, prefix_len) -> position ids of the verification input [root] + nodes: the root sits at
-    prefix_len (after the cached prefix) and a node at prefix_len + its depth (children of the root: 1)."""
+# ------------------------------------------------------------- exercise 2: misplaced positions (debug)
+def check_misplaced_nodes(fn) -> str:
+    """fn(parents) -> the sorted indices of the nodes that get a wrong position when a flatten gives node i
+    the position prefix_len + 1 + i (its place in the flattened input, as for a chain) instead of
+    prefix_len + its depth."""
 
     def cases(fn):
         for parents in _trees():
-            for prefix_len in (0, 7, 30):
-                want = _expected.positions(parents, prefix_len)
-                got = as_int_list(fn(list(parents), prefix_len), "the positions")
-                expect(
-                    len(got) == len(want),
-                    f"return one position for the root and one per node: {len(want)}, not {len(got)}",
-                )
-                expect(got[0] == prefix_len, f"the root comes right after the prefix: position {prefix_len}")
-                expect(
-                    got != list(range(prefix_len, prefix_len + len(want))) or got == want,
-                    f"parents {parents}: positions are not the flattened index; two siblings share a "
-                    "position, because they are alternatives for the same place in the text",
-                )
-                expect(got == want, f"parents {parents}, prefix_len {prefix_len}: expected {want}, got {got}")
+            want = _expected.misplaced_nodes(parents)
+            got = sorted(as_int_list(fn(list(parents)), "the misplaced nodes"))
+            expect(
+                all(0 <= i < len(parents) for i in got),
+                f"parents {parents}: return node indices 0..{len(parents) - 1} (the root is never misplaced)",
+            )
+            expect(
+                got == want,
+                f"parents {parents}: the misplaced nodes are {want}, you returned {got} (hint: compare each "
+                "node's flattened index + 1 with its depth, for every node: its parent being its index neighbour is not enough)",
+            )
 
-    return verdict("positions", fn, cases)
+    return verdict("misplaced positions", fn, cases)
 
 
-# --------------------------------------------------------------------------- exercise 3: kept slots
-def check_kept_slots(fn) -> str:
-    """fn(parents, accepted_node, prefix_len) -> the cache slots to keep, in order, after a round whose
-    accepted path ends at `accepted_node` (-1: nothing accepted). The cache holds the prefix at slots
-    0..prefix_len-1, the root at prefix_len and node i at prefix_len + 1 + i."""
+# ------------------------------------------------------------------ exercise 3: when a crop is enough
+def check_crop_is_right(fn) -> str:
+    """fn(parents, accepted_node) -> True when cropping the cache after the root and the first m nodes (a
+    chain's crop, m = the accepted path's length) keeps exactly the accepted path's slots; -1: nothing
+    accepted."""
 
     def cases(fn):
         for parents in _trees():
             for node in range(-1, len(parents)):
-                for prefix_len in (0, 4):
-                    want = _expected.kept_slots(parents, node, prefix_len)
-                    got = as_int_list(fn(list(parents), node, prefix_len), "the kept slots")
-                    expect(
-                        got[: prefix_len + 1] == want[: prefix_len + 1],
-                        "keep the whole prefix and the root (slots 0..prefix_len): the root is now "
-                        "committed text",
-                    )
-                    expect(
-                        got == want or got != list(range(len(want))),
-                        f"parents {parents}, accepted node {node}: the path is the accepted node and its "
-                        "ancestors, not the first slots after the root (that is a chain's crop)",
-                    )
-                    expect(
-                        got == want,
-                        f"parents {parents}, accepted node {node}, prefix_len {prefix_len}: expected {want}, "
-                        f"got {got} (hint: walk up from the node to the root, then reverse)",
-                    )
+                want = bool(_expected.crop_is_right(parents, node))
+                got = fn(list(parents), node)
+                expect(
+                    isinstance(got, bool) or got in (0, 1),
+                    f"return True or False, not {got!r}",
+                )
+                expect(
+                    bool(got) == want,
+                    f"parents {parents}, accepted node {node}: a crop is {'right' if want else 'wrong'} here, "
+                    f"you said {bool(got)} (hint: which slots does the crop keep, and which does the path need?)",
+                )
 
-    return verdict("kept cache slots", fn, cases)
+    return verdict("when a crop is enough", fn, cases)
 
 
 # --------------------------------------------------------------------------- exercise 4: greedy walk

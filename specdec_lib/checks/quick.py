@@ -43,9 +43,10 @@ QUICK = {
         "hint": "sum the probabilities that depth d is accepted, d = 1..k, then add the target's token",
     },
     3: {
-        "question": "Target p = (0.6, 0.3, 0.1) and draft q = (0.3, 0.3, 0.4) over three tokens. What is the "
-        "probability that a token drafted from q is accepted? Answer with a number.",
-        "hint": "beta = sum over x of min(p(x), q(x))",
+        "question": "A draft that knows nothing proposes every token with the same probability: q is uniform over "
+        "the 4 tokens of a target p = (0.7, 0.1, 0.1, 0.1). What is the probability that its token is accepted? "
+        "Answer with a number.",
+        "hint": "beta = sum over x of min(p(x), q(x)), with q(x) = 1/4 for every token",
     },
     4: {
         "question": "What does a draft tree buy over a chain of the same depth, and what does it cost?",

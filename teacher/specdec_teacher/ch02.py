@@ -12,6 +12,20 @@ def expected_tau(alpha, k):
     return (1 - alpha ** (k + 1)) / (1 - alpha)
 
 
+def alpha_for_tau(tau, k):
+    """The alpha with expected_tau(alpha, k) = tau, by bisection: tau grows with alpha from 1 to k + 1."""
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if expected_tau(mid, k) < tau else (lo, mid)
+    return (lo + hi) / 2
+
+
+def break_even_c(alpha, k, V):
+    """tau / (1 + k c + V) = 1  <=>  c = (tau - 1 - V) / k."""
+    return (expected_tau(alpha, k) - 1 - V) / k
+
+
 def greedy_accept(draft_tokens, target_argmax):
     """(accepted drafts, the target's next token): the longest matching prefix, then target_argmax[a]."""
     a = 0
@@ -41,19 +55,19 @@ def speedup_table(alpha, c, V=0.0):
 
 
 REFERENCE = {
-    "check_expected_tau": expected_tau,
+    "check_alpha_for_tau": alpha_for_tau,
     "check_greedy_accept": greedy_accept,
     "check_pooled_alpha": pooled_alpha,
-    "check_speedup_model": predicted_speedup,
+    "check_break_even_c": break_even_c,
     "check_best_k": best_k,
 }
 
 WRONG = {
-    "check_expected_tau": [
-        lambda alpha, k: (1 - alpha**k) / (1 - alpha) if alpha < 1 else k,  # forgets the target's token
-        lambda alpha, k: 1 + k * alpha,  # linear: ignores that a rejection ends the round
-        lambda alpha, k: (1 - alpha ** (k + 1)) / (1 - alpha),  # divides by zero at alpha = 1
-        lambda alpha, k: 1 / (1 - alpha) if alpha < 1 else k + 1,  # the k -> infinity limit
+    "check_alpha_for_tau": [
+        lambda tau, k: 1 - 1 / tau,  # the k -> infinity limit, tau = 1 / (1 - alpha)
+        lambda tau, k: (tau - 1) / k,  # linear: as if tau = 1 + k alpha
+        lambda tau, k: alpha_for_tau(tau, k - 1) if k > 1 else 0.5,  # forgets the target's own token
+        lambda tau, k: (tau - 1) ** (1 / k) if tau < k + 1 else 1.0,  # only the last term, alpha**k
     ],
     "check_greedy_accept": [
         lambda d, g: (sum(x == y for x, y in zip(d, g)), g[sum(x == y for x, y in zip(d, g))]),  # any match
@@ -69,11 +83,11 @@ WRONG = {
         lambda acc, dr: sum(acc) / sum(a + 1 for a in acc),  # ignores rounds that accepted everything
         lambda acc, dr: sum(a / d for a, d in zip(acc, dr) if d) / sum(1 for d in dr if d),  # mean of ratios
     ],
-    "check_speedup_model": [
-        lambda alpha, k, c, V: expected_tau(alpha, k) / (1 + c + V),  # one draft pass per round
-        lambda alpha, k, c, V: expected_tau(alpha, k) / (k * c + V),  # forgets the target pass
-        lambda alpha, k, c, V: (k + 1) / (1 + k * c + V),  # as if every draft were accepted
-        lambda alpha, k, c, V: expected_tau(alpha, k) / (1 + k * c),  # ignores the verification cost
+    "check_break_even_c": [
+        lambda alpha, k, V: (expected_tau(alpha, k) - 1) / k,  # ignores the verification cost
+        lambda alpha, k, V: (expected_tau(alpha, k) - V) / k,  # forgets the target pass itself
+        lambda alpha, k, V: expected_tau(alpha, k) - 1 - V,  # one draft pass per round
+        lambda alpha, k, V: alpha,  # Leviathan's alpha > c, which holds at k = 1 and V = 0 only
     ],
     "check_best_k": [
         lambda alpha, c, V=0.0: 16,  # the longest draft: maximises tau, not speed

@@ -5,13 +5,23 @@ from __future__ import annotations
 import torch
 
 
-def acceptance(p, q):
+def round_length_law(betas):
+    """P(a round emits n tokens), n = 1 .. k + 1: drafts 1..n-1 accepted, draft n rejected (or all k kept)."""
+    law, alive = [], 1.0
+    for b in betas:
+        law.append(alive * (1 - b))
+        alive *= b
+    return torch.tensor([*law, alive], dtype=torch.float64)
+
+
+def colleague_law(p, q):
+    """The colleague's 'residual' |p - q| sums to 2 TV = 2 (1 - beta), so a rejection (probability 1 - beta)
+    hands each token |p - q| / 2: min(p, q) + |p - q| / 2 = (p + q) / 2, the average of target and draft."""
+    return (p + q) / 2
+
+
+def acceptance(p, q):  # the quick-check's and the hidden-case tests' helper
     return torch.minimum(p, q).sum()
-
-
-def residual(p, q):
-    r = (p - q).clamp(min=0)
-    return r / r.sum()
 
 
 def verify_one(p, q, x, u):
@@ -19,8 +29,8 @@ def verify_one(p, q, x, u):
 
 
 REFERENCE = {
-    "check_acceptance_probability": acceptance,
-    "check_residual": residual,
+    "check_round_length_law": round_length_law,
+    "check_colleague_law": colleague_law,
     "check_seed_question": (0.7, (1.0, 0.0, 0.0)),  # values, not a function: check_seed_question(*answer)
     "check_verify_one": verify_one,
 }
@@ -41,18 +51,24 @@ VALUES = {
 }
 
 WRONG = {
-    "check_acceptance_probability": [
-        lambda p, q: 0.5 * (p - q).abs().sum(),  # the total variation distance: the rejection chance
-        lambda p, q: (p * q).sum(),  # the chance that two independent draws agree
-        lambda p, q: torch.maximum(p, q).sum(),  # max instead of min
-        lambda p, q: torch.minimum(p, q).mean(),  # mean instead of sum
+    "check_round_length_law": [
+        lambda betas: [1 - b for b in betas] + [1.0],  # forgets that depth n needs depths 1..n-1 first
+        lambda betas: round_length_law(betas)[:-1].tolist() + [0.0],  # forgets the round that keeps all k
+        lambda betas: round_length_law(betas).flip(0),  # counts from the wrong end
+        lambda betas: (
+            round_length_law([*betas[1:], betas[0]]) if len(betas) > 1 else [0.5, 0.5]
+        ),  # misaligned
+        lambda betas: (
+            torch.cumprod(torch.tensor([1.0, *betas]), 0)
+            / torch.cumprod(torch.tensor([1.0, *betas]), 0).sum()
+        ),  # the survival curve, normalised
     ],
-    "check_residual": [
-        lambda p, q: (p - q).clamp(min=0),  # not normalised
-        lambda p, q: residual(q, p),  # the tokens the draft over-proposes
-        lambda p, q: (p - q).abs() / (p - q).abs().sum(),  # |p - q|
-        lambda p, q: p,  # resample from the target itself
-        lambda p, q: (p - q) / (p - q).sum(),  # no clamp: divides by zero
+    "check_colleague_law": [
+        lambda p, q: p,  # assumes the rule is still exact
+        lambda p, q: q,  # the draft's own law
+        lambda p, q: (p - q).abs() / (p - q).abs().sum(),  # the 'residual' alone
+        lambda p, q: torch.minimum(p, q) + (p - q).abs(),  # forgets the rejection's probability
+        lambda p, q: torch.maximum(p, q) / torch.maximum(p, q).sum(),  # max(p, q), normalised
     ],
     "check_seed_question": [
         (0.3, (1.0, 0.0, 0.0)),  # beta confused with the rejection chance

@@ -30,12 +30,15 @@ def ancestor_mask(parents):
     return mask
 
 
-def positions(parents, prefix_len):
-    return [prefix_len] + [prefix_len + d for d in _depths(parents)]
+def misplaced_nodes(parents):
+    """Node i sits at index prefix + 1 + i but belongs at prefix + depth(i)."""
+    return [i for i, d in enumerate(_depths(parents)) if d != i + 1]
 
 
-def kept_slots(parents, accepted_node, prefix_len):
-    return list(range(prefix_len + 1)) + [prefix_len + 1 + i for i in _path(parents, accepted_node)]
+def crop_is_right(parents, accepted_node):
+    """A crop keeps slots of nodes 0..m-1; the path's indices increase from the root down and end at the
+    accepted node, so they are 0..m-1 exactly when the accepted node is m - 1."""
+    return accepted_node == len(_path(parents, accepted_node)) - 1
 
 
 def greedy_walk(tokens, parents, argmax):
@@ -51,8 +54,8 @@ def greedy_walk(tokens, parents, argmax):
 
 REFERENCE = {
     "check_ancestor_mask": ancestor_mask,
-    "check_positions": positions,
-    "check_kept_slots": kept_slots,
+    "check_misplaced_nodes": misplaced_nodes,
+    "check_crop_is_right": crop_is_right,
     "check_greedy_walk": greedy_walk,
     "check_mss_example": (0.4, 0.3, (0.0, 0.0, 2 / 3, 1 / 3)),  # values: check_mss_example(*answer)
     "check_sibling_acceptance": (
@@ -167,18 +170,21 @@ WRONG = {
         lambda parents: ancestor_mask(parents) & ~torch.eye(len(parents), dtype=torch.bool),  # no self
         lambda parents: ancestor_mask(parents) | ancestor_mask(parents).T,  # symmetric
     ],
-    "check_positions": [
-        lambda parents, L: list(range(L, L + len(parents) + 1)),  # the flattened index
-        lambda parents, L: [L + d for d in _depths(parents)],  # forgets the root
-        lambda parents, L: [L] + [L + d + 1 for d in _depths(parents)],  # off by one
-        lambda parents, L: [0] + _depths(parents),  # forgets the prefix
+    "check_misplaced_nodes": [
+        lambda parents: list(range(len(parents))),  # every node
+        lambda parents: [
+            i for i, p in enumerate(parents) if p != i - 1
+        ],  # misses those below a misplaced one
+        lambda parents: [
+            i for i, d in enumerate(_depths(parents)) if d > 1
+        ],  # every node below the first level
+        lambda parents: [i for i, d in enumerate(_depths(parents)) if d == i + 1],  # the well-placed ones
     ],
-    "check_kept_slots": [
-        lambda parents, node, L: list(range(L + 1 + len(_path(parents, node)))),  # a chain's crop
-        lambda parents, node, L: list(range(L)) + [L + 1 + i for i in _path(parents, node)],  # drops the root
-        lambda parents, node, L: list(range(L + 1)) + [L + i for i in _path(parents, node)],  # off by one
-        lambda parents, node, L: list(range(L + 1)) + [L + 1 + i for i in _path(parents, node)][::-1],
-        lambda parents, node, L: list(range(L + 1)) + ([L + 1 + node] if node >= 0 else []),  # no ancestors
+    "check_crop_is_right": [
+        lambda parents, node: True,  # a crop is always enough
+        lambda parents, node: node == -1,  # only when nothing is accepted
+        lambda parents, node: node < 0 or parents[node] == node - 1,  # checks the last step only
+        lambda parents, node: all(p == i - 1 for i, p in enumerate(parents)),  # only in a chain
     ],
     "check_greedy_walk": [
         _first_child_walk,

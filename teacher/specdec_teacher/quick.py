@@ -17,10 +17,11 @@ ANSWERS = {
         },
     ),
     3: (
-        0.7,
+        0.55,
         {
-            0.3: "that is the total variation distance, the probability of a REJECTION",
-            0.6: "average over the draft's choice: sum over x of q(x) min(1, p(x) / q(x))",
+            0.45: "that is the total variation distance, the probability of a REJECTION",
+            0.25: "the likely token is accepted only up to q's 1/4, but every other token up to its own 0.1",
+            0.7: "that would be a draft that always proposes the target's favourite: this one proposes it a quarter of the time",
         },
     ),
     4: "more accepted tokens per pass, paid for by scoring more positions in the one pass",
