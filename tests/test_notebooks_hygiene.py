@@ -567,3 +567,36 @@ def test_the_fold_check_catches_what_it_names():
 
 def _prose_of_text(text):
     return COMMENT.sub("", FOLD.sub("", text))
+
+
+KINDS = ("predict", "derive", "debug", "design", "build")
+EXERCISE = re.compile(r"^(?:### |\*\*)Exercise (\d+)\b(.*)", re.M)
+# Exercises that re-implement code a chapter shows ("build"): the course aims at no more than one in six of
+# its exercises and quick-checks; this bound only ever goes down as chapters are reworked (issue 52).
+MAX_BUILD = 18
+
+
+def _exercise_kinds(path):
+    """{exercise number: its kind} from the headings: "(derive)", or "(chapters 02 and 12; build)"."""
+    kinds = {}
+    for c in _load(path)["cells"]:
+        if c["cell_type"] == "markdown":
+            for number, rest in EXERCISE.findall(_source(c)):
+                found = re.search(rf"[(;]\s*({'|'.join(KINDS)})\)", rest)
+                kinds[int(number)] = found.group(1) if found else None
+    return kinds
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_every_exercise_names_its_kind(nb):
+    kinds = _exercise_kinds(nb)
+    assert kinds, f"{nb.name}: no exercises"
+    assert sorted(kinds) == list(range(1, len(kinds) + 1)), f"{nb.name}: exercises numbered {sorted(kinds)}"
+    missing = [n for n, k in kinds.items() if k is None]
+    assert not missing, f"{nb.name}: exercises {missing} do not say their kind, one of {KINDS}"
+
+
+def test_few_exercises_only_rebuild_shown_code():
+    table = {nb.name[:2]: _exercise_kinds(nb) for nb in NOTEBOOKS}
+    builds = sum(k == "build" for kinds in table.values() for k in kinds.values())
+    assert builds <= MAX_BUILD, f"{builds} build exercises, more than {MAX_BUILD}: {table}"
