@@ -306,6 +306,7 @@ def summary(name: str, chunks: list[int]) -> dict:
     """The data card of the written chunks: instructions, answers, tokens and the writing time."""
     metas = [load_tokens(tokens_path(name, i))["meta"] for i in chunks]
     seconds = sum(m["seconds"] for m in metas)
+    cached = [f for i in chunks if features_dir(name, i).is_dir() for f in features_dir(name, i).iterdir()]
     answer_tokens = sum(m["answer_tokens"] for m in metas)
     return {
         "chunks": len(metas),
@@ -317,6 +318,7 @@ def summary(name: str, chunks: list[int]) -> dict:
         "answers_ended": sum(m["answers_ended"] for m in metas),
         "generation_minutes": round(seconds / 60, 1),
         "answer_tokens_per_minute": round(answer_tokens / seconds * 60) if seconds else None,
+        "feature_cache_mb": round(sum(f.stat().st_size for f in cached) / 2**20),  # in zoo.cache_dir()
         "how": metas[0]["how"] if metas else None,
     }
 
