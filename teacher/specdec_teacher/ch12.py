@@ -8,10 +8,10 @@ from specdec_lib.checks._core import letter_of
 from specdec_lib.checks.ch12 import FAMILY, LOSSLESS_OPTIONS
 
 
-def round_model(tau, draft_ms, verify_ms, t1_ms):
+def levers(tau, draft_ms, verify_ms, t1_ms):
     kc = draft_ms / t1_ms  # drafting, in units of one plain decoding step
     V = verify_ms / t1_ms - 1  # what verifying the tree costs beyond one plain step
-    return kc, V, tau / (1 + kc + V)
+    return tau / (1 + kc + V), tau / (1 + V), tau / (1 + kc)
 
 
 def two_acceptances(p, q):
@@ -93,7 +93,7 @@ VALUES = {
 
 
 REFERENCE = {
-    "check_round_model": round_model,
+    "check_levers": levers,
     "check_two_acceptances": two_acceptances,
     "check_tau_needed": tau_needed,
     "check_free_budget": free_budget,
@@ -103,10 +103,27 @@ REFERENCE = {
 
 
 WRONG = {
-    "check_round_model": [
-        lambda tau, d, v, t1: (d / t1, v / t1, tau / (1 + d / t1 + v / t1)),  # V without the -1
-        lambda tau, d, v, t1: (d / v, v / t1 - 1, tau / (1 + d / v + v / t1 - 1)),  # kc in units of verify
-        lambda tau, d, v, t1: (d / t1, v / t1 - 1, tau / (d / t1 + v / t1 - 1)),  # forgot the plain step
+    "check_levers": [
+        lambda tau, d, v, t1: (
+            tau * t1 / (d + v),
+            tau * t1 / v,
+            tau * t1 / d if d else tau,
+        ),  # free verify: no pass
+        lambda tau, d, v, t1: (
+            tau * t1 / (d + v),
+            tau * t1 / v,
+            tau * t1 / (d + v),
+        ),  # free verification changes nothing
+        lambda tau, d, v, t1: (
+            tau / (d / t1 + v / t1),
+            tau / (v / t1),
+            tau / (d / t1),
+        ),  # forgets the plain step
+        lambda tau, d, v, t1: (
+            tau * t1 / (d + v),
+            tau * t1 / (t1 + d),
+            tau * t1 / v,
+        ),  # the two levers swapped
     ],
     "check_two_acceptances": [
         lambda p, q: (float((p * q).sum()), float(p[q.argmax()])),
