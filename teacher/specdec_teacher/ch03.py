@@ -20,10 +20,6 @@ def colleague_law(p, q):
     return (p + q) / 2
 
 
-def acceptance(p, q):  # the quick-check's and the hidden-case tests' helper
-    return torch.minimum(p, q).sum()
-
-
 def verify_one(p, q, x, u):
     return x if u * q[x] < p[x] else None  # accept with probability min(1, p(x)/q(x))
 
