@@ -18,7 +18,8 @@ Generated from notebooks (edit the notebook, then `make export`):
     recap           chapter 12  the benchmark's report and plots
     ngram           chapter 12  prompt lookup (a free drafter)
 Hand-written support: methods (the method registry, `make_proposer`), zoo (offline models), hf (the
-transformers adapter), checks (exercise checkers), bench (the benchmark harness), _export (the notebook exporter).
+transformers adapter, and the target runners: `hf.Runner`, transformers' growing cache, the default;
+`hf.StaticRunner`, preallocated and written in place), checks (exercise checkers), bench (the benchmark harness), _export (the notebook exporter).
 
 Every public name of these modules (each generated module's `__all__`) is also `specdec_lib.NAME`,
 imported on first use (the table `_EXPORTS` below).
@@ -130,6 +131,7 @@ def generate(
 
     Lossless: greedy output equals plain greedy decoding token for token, and sampled output follows
     the target's distribution after temperature / top-k / top-p. Returns `.tokens` and `.stats`.
+    `target` is a model, or a runner over it: `hf.StaticRunner(model, capacity)` preallocates its cache.
     """
     from specdec_lib.speculative import generate as engine
 

@@ -23,7 +23,7 @@ from specdec_lib import SUPPORTED_TRANSFORMERS, check_transformers_version  # no
 
 # Before anything else is imported from transformers: an old release fails here, with the fix.
 check_transformers_version(transformers.__version__)
-from transformers import DynamicCache  # noqa: E402
+from transformers import DynamicCache, StaticCache  # noqa: E402
 
 
 @dataclass
@@ -167,6 +167,153 @@ def forward(
         for i in hidden_layers:
             hidden[i] = out.hidden_states[i][0]
     return ForwardOut(out.logits[0].float(), hidden)
+
+
+class Runner:
+    """The target as the decoding engine reaches it: five calls, and nothing else of the model.
+
+    new_cache() a fresh, empty cache; forward(ids, cache, ...) = `forward` on this model, appending to
+    `cache`; keep(cache, start, slots) a tree's compaction (`keep_cache_slots`); crop(cache, length) a
+    chain's rollback; length(cache) how many positions it holds. This runner is transformers'
+    `DynamicCache`: it grows with every pass, a compaction gathers into new tensors and every pass builds its
+    mask. It is the default, and what the chapters run; `StaticRunner` swaps the cache underneath.
+    """
+
+    def __init__(self, model):
+        if not is_model(model):
+            raise ValueError(f"a Runner wraps a causal language model, not {type(model).__name__}")
+        self.model = model
+
+    def new_cache(self):
+        return new_cache(self.model)
+
+    def forward(self, input_ids, cache, position_ids=None, tree_mask=None, hidden_layers=(), last_only=False):
+        return forward(self.model, input_ids, cache, position_ids, tree_mask, hidden_layers, last_only)
+
+    def keep(self, cache, start: int, slots: torch.Tensor) -> None:
+        keep_cache_slots(cache, start, slots)
+
+    def crop(self, cache, length: int) -> None:
+        crop_cache(cache, length)
+
+    def length(self, cache) -> int:
+        return cache_length(cache)
+
+
+def runner(target) -> Runner:
+    """`target` as a Runner: a model gets the default one (a few attributes: cheap to make per call)."""
+    return target if isinstance(target, Runner) else Runner(target)
+
+
+@dataclass
+class StaticKV:
+    """A preallocated target cache: transformers' `StaticCache`, and how many of its slots hold the text.
+
+    The slots past `length` keep stale keys and values (rejected branches, rolled-back drafts): the mask
+    hides them, and the next pass overwrites them."""
+
+    kv: StaticCache
+    length: int
+    capacity: int
+
+
+class StaticRunner(Runner):
+    """Keys and values preallocated for `capacity` positions and written in place, as in gpt-fast.
+
+    A pass writes its n tokens at slots length .. length + n - 1; `keep` moves the accepted nodes down
+    with an in-place `index_copy_`; `crop` only moves the length; the mask is a slice of one causal table,
+    built once. Every pass attends over all `capacity` slots, the unused ones masked: its shapes depend on
+    n alone, which is what a compiled pass needs (issue 50). A pass that would not fit doubles the capacity
+    (a new allocation and a copy, so size it for prompt + new tokens + the largest tree up front).
+    Full-attention models only: a sliding-window layer would wrap around.
+    """
+
+    def __init__(self, model, capacity: int = 512):
+        super().__init__(model)
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+            raise ValueError(f"capacity must be a positive int, got {capacity!r}")
+        self.capacity = capacity
+        self.causal = self._causal_table(capacity)
+
+    def _causal_table(self, capacity: int) -> torch.Tensor:
+        """[capacity, capacity] additive mask: row i (a token at slot i) sees slots 0 .. i."""
+        dtype = dtype_of(self.model)
+        allowed = torch.ones(capacity, capacity, dtype=torch.bool, device=device_of(self.model)).tril()
+        table = torch.zeros(capacity, capacity, dtype=dtype, device=allowed.device)
+        return table.masked_fill_(~allowed, torch.finfo(dtype).min)
+
+    def new_cache(self, capacity: int | None = None) -> StaticKV:
+        capacity = capacity or self.capacity
+        kv = StaticCache(config=self.model.config, max_cache_len=capacity)
+        if any(layer.is_sliding for layer in kv.layers):
+            raise ValueError(
+                "StaticRunner supports full-attention models only (this one has sliding windows)"
+            )
+        b = block_config(self.model)
+        kv.early_initialization(1, b["kv_heads"], b["head_dim"], dtype_of(self.model), device_of(self.model))
+        return StaticKV(kv, 0, capacity)
+
+    def _grow(self, cache: StaticKV, needed: int) -> None:
+        bigger = self.new_cache(max(2 * cache.capacity, needed))
+        for old, new in zip(cache.kv.layers, bigger.kv.layers, strict=True):
+            new.keys[:, :, : cache.capacity] = old.keys
+            new.values[:, :, : cache.capacity] = old.values
+        cache.kv, cache.capacity = bigger.kv, bigger.capacity
+        self.crop(cache, cache.length)
+        if self.causal.shape[0] < cache.capacity:
+            self.causal = self._causal_table(cache.capacity)
+
+    def forward(self, input_ids, cache, position_ids=None, tree_mask=None, hidden_layers=(), last_only=False):
+        if not isinstance(cache, StaticKV):
+            raise ValueError("StaticRunner.forward needs a cache from its own new_cache()")
+        if input_ids.dim() == 1:
+            input_ids = input_ids[None]
+        n, past = input_ids.shape[1], cache.length
+        if past + n > cache.capacity:
+            self._grow(cache, past + n)
+        device = input_ids.device
+        if position_ids is None:
+            position_ids = torch.arange(past, past + n, device=device)
+        mask = self.causal[past : past + n, : cache.capacity]  # slots after past + i are hidden
+        if tree_mask is not None:
+            if tree_mask.shape == (n, n):
+                columns = slice(past, past + n)
+            elif tree_mask.shape == (n, past + n):
+                columns = slice(0, past + n)
+            else:
+                raise ValueError(
+                    f"tree_mask must be [{n}, {n}] or [{n}, {past + n}], got {list(tree_mask.shape)}"
+                )
+            mask = mask.clone()
+            mask[:, columns] = torch.where(tree_mask.to(device, torch.bool), 0.0, torch.finfo(mask.dtype).min)
+        kwargs = {"use_cache": True, _cache_kwarg(self.model): cache.kv}
+        if hidden_layers:
+            kwargs["output_hidden_states"] = True
+        if last_only:
+            kwargs["logits_to_keep"] = 1
+        out = self.model(
+            input_ids=input_ids, position_ids=position_ids.reshape(1, n).to(device),
+            attention_mask=mask[None, None], **kwargs,
+        )  # fmt: skip
+        cache.length = past + n
+        return ForwardOut(out.logits[0].float(), {i: out.hidden_states[i][0] for i in hidden_layers})
+
+    def keep(self, cache: StaticKV, start: int, slots: torch.Tensor) -> None:
+        m = slots.numel()
+        src = start + slots.to(device=cache.kv.layers[0].keys.device, dtype=torch.long)
+        dst = torch.arange(start, start + m, device=src.device)
+        for layer in cache.kv.layers:  # index_select copies first, so overlapping slots are safe
+            layer.keys.index_copy_(2, dst, layer.keys.index_select(2, src))
+            layer.values.index_copy_(2, dst, layer.values.index_select(2, src))
+        self.crop(cache, start + m)
+
+    def crop(self, cache: StaticKV, length: int) -> None:
+        cache.length = min(cache.length, length)
+        for layer in cache.kv.layers:  # where transformers' StaticLayer writes the next pass
+            layer.cumulative_length.fill_(cache.length)
+
+    def length(self, cache: StaticKV) -> int:
+        return cache.length
 
 
 def forward_batch(model, input_ids: torch.Tensor, cache=None) -> torch.Tensor:

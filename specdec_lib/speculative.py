@@ -440,11 +440,14 @@ def check_proposer(proposer, target=None) -> None:
 
 def prefill(target, prompt: torch.Tensor, layers=()):
     """Step 1: a fresh target cache holding prompt[:-1] (the last prompt token is the first pending
-    one), and the target's hidden states there for each requested layer ([0, d] for a 1-token prompt)."""
-    cache = hf.new_cache(target)
+    one), and the target's hidden states there for each requested layer ([0, d] for a 1-token prompt).
+    `target` is a model or an `hf.Runner`: the engine reaches the model only through a runner's five
+    calls (new_cache, forward, keep, crop, length), so a preallocated cache can be swapped in."""
+    target = hf.runner(target)
+    cache = target.new_cache()
     if len(prompt) == 1:
-        return cache, {layer: hf.empty_hidden(target) for layer in layers}
-    return cache, hf.forward(target, prompt[:-1], cache, hidden_layers=layers, last_only=True).hidden
+        return cache, {layer: hf.empty_hidden(target.model) for layer in layers}
+    return cache, target.forward(prompt[:-1], cache, hidden_layers=layers, last_only=True).hidden
 
 
 def verify_round(target, cache, tokens, tree, sampling, verify, generator=None, layers=(), room=1, eos=None):
@@ -458,7 +461,7 @@ def verify_round(target, cache, tokens, tree, sampling, verify, generator=None, 
         ids, positions, mask = tokens[-1:], None, None
     else:
         ids, positions, mask = tree.flatten(int(tokens[-1]), len(tokens) - 1)
-    out = hf.forward(target, ids, cache, position_ids=positions, tree_mask=mask, hidden_layers=layers)
+    out = hf.runner(target).forward(ids, cache, positions, mask, hidden_layers=layers)
     p = process_logits(out.logits, sampling)
     path, nxt = ([], sample_token(p[0], generator)) if tree is None else verify(tree, p, generator)
     new = [int(t) for t in tree.tokens[path]] + [nxt] if path else [nxt]
@@ -471,10 +474,10 @@ def verify_round(target, cache, tokens, tree, sampling, verify, generator=None, 
     return Verdict(tree, path, new, kept, hidden, root=len(tokens) - 1)
 
 
-def commit(cache, tokens: torch.Tensor, verdict: Verdict) -> torch.Tensor:
+def commit(target, cache, tokens: torch.Tensor, verdict: Verdict) -> torch.Tensor:
     """Step 3: keep prefix + root + accepted nodes in the target's cache (a crop for a chain, a gather
     for a tree) and return the committed sequence with the new tokens appended."""
-    hf.keep_cache_slots(cache, verdict.root, verdict.kept)
+    hf.runner(target).keep(cache, verdict.root, verdict.kept)
     return torch.cat([tokens, tokens.new_tensor(verdict.tokens)])
 
 
@@ -498,15 +501,18 @@ def generate(
     KV cache; it is the root of the next proposal. `verify(tree, p, generator)` returns the accepted
     node path and the target's next token; greedy by default (chapter 03 adds rejection sampling).
     proposer=None is plain autoregressive decoding: every round verifies just the root.
+    `target` is a model (transformers' growing cache) or an `hf.Runner`, e.g. `hf.StaticRunner(model)`.
     on_round(tokens, verdict, cache), if given, is called after every round (tests, figures).
     """
     sampling = SamplingParams(temperature, top_k, top_p)
+    runner = hf.runner(target)  # the engine's one way to the target; the proposers get the model itself
+    target = runner.model
     tokens = prompt = check_request(target, prompt_ids, max_new_tokens, eos_token_id)
     verify = check_verifier(verify, sampling)
     check_proposer(proposer, target)
     generator, stats, clock = make_generator(seed, prompt.device), Stats(), Clock(prompt.device)
     layers, forwards0 = (proposer.feature_layers, proposer.forwards) if proposer is not None else ((), 0)
-    cache, features = prefill(target, prompt, layers)
+    cache, features = prefill(runner, prompt, layers)
     if proposer is not None:
         proposer.start(target, prompt, sampling, generator, features)
     stats.prefill_forwards, stats.time_prefill = int(len(prompt) > 1), clock.lap()
@@ -515,10 +521,10 @@ def generate(
         tree = proposer.propose(tokens, room - 1) if proposer is not None and room > 1 else None
         t_draft = clock.lap()
         verdict = verify_round(
-            target, cache, tokens, tree, sampling, verify, generator, layers, room, eos_token_id
+            runner, cache, tokens, tree, sampling, verify, generator, layers, room, eos_token_id
         )
         t_verify = clock.lap()
-        tokens = commit(cache, tokens, verdict)
+        tokens = commit(runner, cache, tokens, verdict)
         t_commit = clock.lap()
         if proposer is not None:
             proposer.update(tokens, verdict)

@@ -236,15 +236,18 @@ def spy(name, prop, target):
 
 
 def check_target_cache(target, tol=1e-4):
-    """An on_round hook: after every round the target's cache must equal a fresh prefill."""
+    """An on_round hook: after every round the target's cache must equal a fresh prefill. `target` is a
+    model or an hf.Runner (the cache is then that runner's)."""
     import copy
 
     from specdec_lib import hf
 
+    runner = hf.runner(target)
+
     def on_round(tokens, verdict, cache):
-        assert hf.cache_length(cache) == len(tokens) - 1  # the pending token is not cached yet
-        fresh = hf.forward(target, tokens).logits[-1]
-        cached = hf.forward(target, tokens[-1:], copy.deepcopy(cache)).logits[-1]
+        assert runner.length(cache) == len(tokens) - 1  # the pending token is not cached yet
+        fresh = hf.forward(runner.model, tokens).logits[-1]
+        cached = runner.forward(tokens[-1:], copy.deepcopy(cache)).logits[-1]
         assert (cached - fresh).abs().max() <= tol, "the target's cache differs from a fresh prefill"
 
     return on_round

@@ -56,19 +56,30 @@ def test_every_method_has_a_fresh_reference():
     assert not missing, f"register a fresh teacher-forced reference (fresh_draft=...) for: {missing}"
 
 
+# Both target runners (issue 50): transformers' growing cache, and the preallocated one written in place.
+# The static one starts too small for prompt + 20 tokens + a tree, so it also grows mid-generation; it runs
+# the longest and the shortest-but-one lengths (the others only test the engine's room, not the cache).
+RUNNERS = {
+    "dynamic": ((1, 2, 7, 20), lambda target: target),
+    "static": ((2, 20), lambda t: hf.StaticRunner(t, 56)),
+}
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
 @pytest.mark.parametrize("spec", SPECS)
-def test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute(spec, zoo):
+def test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute(spec, runner, zoo):
     target, draft, prompts, refs = zoo
     name = spec.partition(":")[0]
+    lengths, wrap = RUNNERS[runner]
     rounds = 0
     for prompt, ref in zip(prompts, refs, strict=True):
-        for n in (1, 2, 7, 20):
-            prop = spy(name, sd.make_proposer(spec, target, draft), target)
-            out = sd.generate(target, prompt, n, prop, on_round=check_target_cache(target))
+        for n in lengths:
+            prop, run = spy(name, sd.make_proposer(spec, target, draft), target), wrap(target)
+            out = sd.generate(run, prompt, n, prop, on_round=check_target_cache(run))
             assert out.tokens == ref[:n], f"{spec}: greedy output differs from plain decoding (n = {n})"
             assert out.stats.new_tokens == n and out.stats.target_forwards == len(out.stats.accepted)
             rounds += len(out.stats.accepted)
-    assert rounds > 3 * (1 + 2 + 7 + 20) / 4, f"{spec}: suspiciously few rounds drafted anything"
+    assert rounds > 3 * sum(lengths) / 4, f"{spec}: suspiciously few rounds drafted anything"
 
 
 # ------------------------------------------- the law of the first two tokens, by exact enumeration
@@ -135,6 +146,20 @@ def test_sampling_is_exactly_the_targets_distribution(spec, config, tiny, monkey
     base = sd.make_proposer(spec, target, draft, weights="random")  # built before randomness is scripted
     law = first_two_tokens_law(target, lambda: copy.copy(base), sampling, max_new, monkeypatch)
     assert law_gap(law, target_law(target, sampling)) < EXACT, f"{spec} under {config} is lossy"
+
+
+@pytest.mark.parametrize("spec", LAW_SPECS)
+def test_the_static_runner_keeps_the_law(spec, tiny, monkeypatch):
+    """The preallocated target cache under every mode, once: the runner changes how the target's cache is
+    kept (a crop for a chain, an in-place gather for a tree), not the rule. The filtered law (T = 0.7, top-k,
+    top-p) is the harder case; tree:2-1 takes T = 1, where its enumeration is 8x shorter."""
+    target, draft = tiny
+    config = "T=1" if spec == "tree:2-1" else "T=0.7 top-k 3 top-p 0.9"
+    sampling, max_new = SAMPLINGS[config]
+    base = sd.make_proposer(spec, target, draft, weights="random")
+    runner = hf.StaticRunner(target, capacity=4)  # grows during the first round's prefill and tree
+    law = first_two_tokens_law(runner, lambda: copy.copy(base), sampling, max_new, monkeypatch)
+    assert law_gap(law, target_law(target, sampling)) < EXACT, f"{spec} on the static runner is lossy"
 
 
 @pytest.mark.parametrize("config", SAMPLINGS)

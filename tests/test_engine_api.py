@@ -32,7 +32,7 @@ def pair():
 def test_the_generate_loop_is_short_and_made_of_the_named_steps():
     src = inspect.getsource(speculative.generate)
     body = src[src.index('"""', src.index('"""') + 3) + 3 :].strip().splitlines()
-    assert len(body) <= 30, f"the engine's loop grew to {len(body)} lines"
+    assert len(body) <= 32, f"the engine's loop grew to {len(body)} lines"  # 32 with the runner seam
     for step in ("prefill(", "verify_round(", "commit(", "proposer.update(tokens, verdict)", "stats.record("):
         assert step in src
 
@@ -49,7 +49,7 @@ def test_one_round_by_hand_equals_the_engine(pair):
         prop.start(target, prompt, sampling, None, features)
         tree = prop.propose(prompt, 4)
         verdict = verify_round(target, cache, prompt, tree, sampling, verify_greedy, layers=(-1,), room=9)
-        tokens = commit(cache, prompt, verdict)
+        tokens = commit(target, cache, prompt, verdict)
     assert verdict.tokens == generate_ar(target, prompt, len(verdict.tokens))
     assert verdict.kept.tolist() == [0] + [1 + i for i in verdict.path]
     assert verdict.features[-1].shape[0] == len(verdict.path) + 1

@@ -1,0 +1,122 @@
+"""The target runners (issue 50): the engine reaches the target only through a runner's five calls, and the
+preallocated `hf.StaticRunner` computes exactly what transformers' growing cache (`hf.Runner`) does.
+
+The contract test runs every method on both runners (greedy equality, fresh caches, the exact law); these
+tests pin the runner's own calls: a tree's in-place compaction, crops, growth, bf16, grouped-query and
+QK-norm targets, the errors, and a broken runner that the cache check catches.
+"""
+
+import copy
+
+import pytest
+import torch
+from conftest import check_target_cache, gqa_model, tiny_model
+
+import specdec_lib as sd
+from specdec_lib import hf
+from specdec_lib.autoregressive import generate_ar
+from specdec_lib.speculative import DraftTree
+
+
+def models():
+    return {
+        "llama": tiny_model(vocab=16, seed=0, scale=5.0),
+        "gqa": gqa_model("llama"),
+        "qwen3": gqa_model("qwen3"),
+    }
+
+
+@pytest.fixture(scope="module")
+def targets():
+    return models()
+
+
+def tree_pass(runner, prefix, nodes, parents):
+    """Prefill `prefix`, then one tree pass as the engine makes it (`DraftTree.flatten`: the root, which is
+    prefix's last token, then `nodes`): the logits and the cache."""
+    cache = runner.new_cache()
+    runner.forward(prefix[:-1], cache)
+    ids, positions, mask = DraftTree(nodes, torch.tensor(parents)).flatten(int(prefix[-1]), len(prefix) - 1)
+    return runner.forward(ids, cache, positions, mask).logits, cache
+
+
+@pytest.mark.parametrize("arch", ["llama", "gqa", "qwen3"])
+def test_a_tree_pass_and_its_compaction_match_the_growing_cache(arch, targets):
+    target = targets[arch]
+    V = hf.vocab_size(target)
+    torch.manual_seed(1)
+    prefix, nodes = torch.randint(V, (9,)), torch.randint(V, (5,))
+    parents = [-1, 0, -1, 2, 1]  # two branches from the root: 0 -> 1 -> 4 and 2 -> 3
+    got, static = tree_pass(hf.StaticRunner(target, capacity=6), prefix, nodes, parents)  # grows once
+    want, dynamic = tree_pass(hf.Runner(target), prefix, nodes, parents)
+    assert (got - want).abs().max() < 1e-4
+    kept = torch.tensor([0, 3, 4])  # the root, then nodes 2 and 3: a gather, not a crop
+    hf.StaticRunner(target).keep(static, len(prefix) - 1, kept)
+    hf.Runner(target).keep(dynamic, len(prefix) - 1, kept)
+    assert hf.StaticRunner(target).length(static) == hf.cache_length(dynamic) == len(prefix) + 2
+    text = torch.cat([prefix, nodes[[2, 3]]])
+    nxt = torch.randint(V, (1,))
+    after_static = hf.StaticRunner(target).forward(nxt, static).logits[-1]
+    after_dynamic = hf.Runner(target).forward(nxt, dynamic).logits[-1]
+    fresh = hf.forward(target, torch.cat([text, nxt])).logits[-1]
+    assert (after_static - fresh).abs().max() < 1e-4 and (after_dynamic - fresh).abs().max() < 1e-4
+
+
+def test_crop_then_write_over_the_stale_slots(targets):
+    target = targets["llama"]
+    runner = hf.StaticRunner(target, capacity=32)
+    text = torch.arange(12) % hf.vocab_size(target)
+    cache = runner.new_cache()
+    runner.forward(text, cache)
+    runner.crop(cache, 5)  # slots 5.. still hold the old keys: the mask must hide them
+    other = torch.tensor([3, 1, 4])
+    got = runner.forward(other, cache).logits
+    want = hf.forward(target, torch.cat([text[:5], other])).logits[5:]
+    assert runner.length(cache) == 8 and (got - want).abs().max() < 1e-4
+    runner.crop(cache, 20)  # a crop never lengthens
+    assert runner.length(cache) == 8
+
+
+@pytest.mark.parametrize("spec", ["chain:3", "tree:2-2-1", "eagle3:8"])
+def test_generation_on_the_static_runner_equals_plain_decoding_in_bf16(spec):
+    target, draft, tok = sd.load_pair("tiny-code", device="cpu")
+    target, draft = copy.deepcopy(target).to(torch.bfloat16), copy.deepcopy(draft).to(torch.bfloat16)
+    prompt = torch.tensor(tok.encode(sd.heldout_prompts(1)[0]))[-40:]
+    runner = hf.StaticRunner(target, capacity=48)
+    plain = sd.generate(runner, prompt, 24)
+    assert plain.tokens == generate_ar(target, prompt, 24)
+    out = sd.generate(runner, prompt, 24, sd.make_proposer(spec, target, draft))
+    assert out.tokens == plain.tokens
+
+
+def test_a_runner_that_crops_instead_of_gathering_is_caught(targets):
+    """The deliberately broken variant: keep = crop to the same length. Right whenever the accepted
+    nodes are a chain from the first child, wrong when a later sibling wins: the cache check fails."""
+
+    class CropRunner(hf.StaticRunner):
+        def keep(self, cache, start, slots):
+            self.crop(cache, start + slots.numel())
+
+    target, draft, tok = sd.load_pair("tiny-code", device="cpu")
+    prompts = [torch.tensor(tok.encode(p))[-40:] for p in sd.heldout_prompts(3)]
+    broken = CropRunner(target)
+    with pytest.raises(AssertionError, match="differs from a fresh prefill"):
+        for prompt in prompts:
+            sd.generate(broken, prompt, 30, sd.make_proposer("tree:3-2-1", target, draft),
+                        on_round=check_target_cache(broken))  # fmt: skip
+
+
+def test_runner_errors_are_clear(targets):
+    target = targets["llama"]
+    with pytest.raises(ValueError, match="capacity must be a positive int"):
+        hf.StaticRunner(target, capacity=0)
+    with pytest.raises(ValueError, match="wraps a causal language model"):
+        hf.StaticRunner("a string")
+    runner = hf.StaticRunner(target)
+    with pytest.raises(ValueError, match="cache from its own new_cache"):
+        runner.forward(torch.tensor([1, 2]), hf.new_cache(target))
+    cache = runner.new_cache()
+    runner.forward(torch.tensor([1, 2, 3]), cache)
+    with pytest.raises(ValueError, match=r"tree_mask must be \[2, 2\] or \[2, 5\]"):
+        runner.forward(torch.tensor([1, 2]), cache, tree_mask=torch.ones(3, 3, dtype=torch.bool))
+    assert hf.runner(runner) is runner and hf.runner(target).model is target
