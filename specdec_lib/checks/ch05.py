@@ -122,9 +122,25 @@ def check_expected_accepted(fn) -> str:
                     f"{context}: a node is accepted only if every guess on its path is right: multiply the "
                     "accuracies along the path, not just the node's own",
                 )
+                expect(
+                    abs(got - _colleague_accepted(acc, choices)) > 1e-9 or abs(got - want) < 1e-9,
+                    f"{context}: that is the colleague's answer: nodes at one depth are accepted in disjoint "
+                    "events, so their probabilities add up (the largest alone is too low)",
+                )
                 expect(abs(got - want) < 1e-6, f"{context}: expected {want:.6f}, got {got:.6f}")
 
     return verdict("expected accepted length", fn, cases)
+
+
+def _colleague_accepted(acc, choices) -> float:
+    """The notebook's `colleague_expected_accepted`, bug included (it is shown to the learner)."""
+    best = {}
+    for node in choices:
+        prob = 1.0
+        for j, r in enumerate(node):
+            prob *= float(acc[j, r])
+        best[len(node)] = max(best.get(len(node), 0.0), prob)
+    return sum(best.values())
 
 
 # ---------------------------------------------------------------- exercise 3: typical acceptance

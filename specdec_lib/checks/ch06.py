@@ -119,6 +119,15 @@ def _alpha_lists() -> list[list[float]]:
     return out
 
 
+def _colleague_tau(alphas) -> float:
+    """The notebook's `colleague_expected_tau`, bug included (it is shown to the learner)."""
+    tau, reach = 1.0, 1.0
+    for alpha in alphas:
+        tau += reach
+        reach *= alpha
+    return tau
+
+
 def check_expected_tau(fn) -> str:
     """fn(alphas) -> expected tokens per round of a chain: 1 + a1 + a1 a2 + a1 a2 a3 + ..., where alphas[d - 1]
     is the probability that draft d is accepted given that drafts 1..d-1 were."""
@@ -133,6 +142,11 @@ def check_expected_tau(fn) -> str:
             expect(
                 not math.isclose(got, want - 1, abs_tol=1e-6),
                 f"{context}: count the target's own token too: every round produces at least one token",
+            )
+            expect(
+                not math.isclose(got, _colleague_tau(alphas), abs_tol=1e-6),
+                f"{context}: that is the colleague's answer: the first draft counts only with probability "
+                "alpha_1, so multiply the reach by alpha before adding it",
             )
             expect(
                 not math.isclose(got, 1 + sum(alphas), abs_tol=1e-6),

@@ -74,6 +74,7 @@ WRONG = {
     ],
     "check_expected_tau": [
         lambda alphas: 1 + sum(alphas),  # treats the depths as independent
+        lambda alphas: 1 + expected_tau(alphas[:-1]),  # the colleague's loop: adds before multiplying
         lambda alphas: expected_tau(alphas) - 1,  # forgets the target's own token
         lambda alphas: 1 + math.prod(alphas),  # only the full chain
         lambda alphas: 1 + len(alphas) * math.prod(alphas),  # all or nothing
