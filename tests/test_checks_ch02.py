@@ -20,4 +20,4 @@ def test_reference_values_match_the_chapter():
     assert teacher.predicted_speedup(0.6, 1, 0.6, 0.0) == pytest.approx(1.0)
     assert teacher.break_even_c(0.6, 1, 0.0) == pytest.approx(0.6)  # Leviathan et al.'s alpha > c
     assert teacher.alpha_for_tau(3.3616, 4) == pytest.approx(0.8, abs=1e-9)
-    assert teacher.pooled_alpha([2, 0, 4, 1], [4, 4, 4, 4]) == pytest.approx(7 / 10)
+    assert teacher.naive_alpha(0.8, 4) == pytest.approx((0.8 + 0.64 + 0.512 + 0.4096) / 4)

@@ -83,7 +83,7 @@ DURATION = re.compile(
 COMPARE = re.compile(r"<!--\s*compare:\s*(.*?)\s*-->")
 # A sentence, a bullet or a paragraph: the unit a note must sit in.
 UNIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z*$(\[])|\n\s*\n|\n(?=\s*(?:[-*]|\d+\.)\s)")
-RUN_TIME = re.compile(r"^\s*\*\*Run time:\*\*")
+RUN_TIME = re.compile(r"^\s*\*\*(?:Run|Reading) time:\*\*")
 RELATION = re.compile(r"^(.*?)\s+(<=|>=|<|>|~)\s+(.*)$")
 
 

@@ -573,7 +573,7 @@ KINDS = ("predict", "derive", "debug", "design", "build")
 EXERCISE = re.compile(r"^(?:### |\*\*)Exercise (\d+)\b(.*)", re.M)
 # Exercises that re-implement code a chapter shows ("build"): the course aims at no more than one in six of
 # its exercises and quick-checks; this bound only ever goes down as chapters are reworked (issue 52).
-MAX_BUILD = 12
+MAX_BUILD = 10
 
 
 def _exercise_kinds(path):
@@ -600,3 +600,79 @@ def test_few_exercises_only_rebuild_shown_code():
     table = {nb.name[:2]: _exercise_kinds(nb) for nb in NOTEBOOKS}
     builds = sum(k == "build" for kinds in table.values() for k in kinds.values())
     assert builds <= MAX_BUILD, f"{builds} build exercises, more than {MAX_BUILD}: {table}"
+
+
+# ------------------------------------------------------------------ how long a chapter takes a learner
+CHARS_PER_MINUTE = 1_000  # a careful reader of technical prose and code: about 170 words a minute
+READING = re.compile(r"\*\*Reading time:\*\* about (\d+) minutes, plus (\d+) exercises\.")
+NOT_READ = {"reference", "hide-input", "remove-input", "remove-cell"}  # solutions, plots, the bootstrap
+
+
+def _reading_minutes(path):
+    """Minutes to read a chapter's prose (outside its folds) and the code it shows, at CHARS_PER_MINUTE."""
+    shown = [
+        _source(c)
+        for c in _load(path)["cells"]
+        if c["cell_type"] == "code" and not NOT_READ & set(c["metadata"].get("tags", []))
+    ]
+    return (len(_prose(path)) + sum(map(len, shown))) / CHARS_PER_MINUTE
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_every_chapter_opens_with_its_time(nb):
+    """Its reading time (to the nearest 5 minutes of what the text and code take at CHARS_PER_MINUTE) and
+    its exercise count, next to the run time, before the first section."""
+    opening = "\n".join(_source(c) for c in _load(nb)["cells"][:4] if c["cell_type"] == "markdown").split(
+        "\n## "
+    )[0]
+    found = READING.search(opening)
+    assert found and "**Run time:**" in opening, (
+        f"{nb.name}: the opening says neither '**Reading time:** about N minutes, plus K exercises.' nor its run time"
+    )
+    minutes, exercises = int(found.group(1)), int(found.group(2))
+    want = 5 * round(_reading_minutes(nb) / 5)
+    assert minutes == want, f"{nb.name}: about {want} minutes to read now, the opening says {minutes}"
+    assert exercises == len(_exercise_kinds(nb)), (
+        f"{nb.name}: {len(_exercise_kinds(nb))} exercises, not {exercises}"
+    )
+
+
+# ------------------------------------------------------------------- numbers belong in tables, not bullets
+MAX_NUMBERS_PER_BULLET = 3
+_REFERENCE = re.compile(  # "chapter 02", "section 3 and 4", and names: EAGLE-3, DFlash 2, SmolLM2-135M
+    r"\b(?:chapters?|sections?|§|exercises?|depths?|rows?|heads?)\s+\d+(?:(?:,\s*|\s+and\s+|–)\d+)*"
+    r"|\b(?:EAGLE|DFlash|SmolLM|Qwen|DeepSeek-V|Llama|GPT)(?:-|\s)?\d+(?:-\d+[MB])?",
+    re.I,
+)
+_FIGURE = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
+_BULLET = re.compile(r"\n(?=[ \t]*(?:[-*]|\d+\.)\s)")
+
+
+def _bullet_numbers(text):
+    """Each bullet of a Markdown text (outside folds and source notes) with the figures it quotes: numbers
+    outside code and maths, not counting references such as "chapter 02" or "section 3"."""
+    text = COMMENT.sub("", FOLD.sub("", text))
+    for item in _BULLET.split("\n" + text):
+        if not re.match(r"[ \t]*(?:[-*]|\d+\.)\s", item):
+            continue
+        body = re.sub(r"^[ \t]*(?:[-*]|\d+\.)\s", "", item.split("\n\n")[0])
+        plain = _REFERENCE.sub(" ", re.sub(r"\$[^$]*\$|`[^`]*`|\{cite:p\}", " ", body))
+        yield " ".join(body.split()), _FIGURE.findall(plain)
+
+
+def test_bullets_quote_few_numbers():
+    crowded = [
+        f"{nb.name[:2]}: {len(nums)} numbers in {bullet[:90]!r}"
+        for nb in NOTEBOOKS
+        for c in _load(nb)["cells"]
+        if c["cell_type"] == "markdown"
+        for bullet, nums in _bullet_numbers(_source(c))
+        if len(nums) > MAX_NUMBERS_PER_BULLET
+    ]
+    assert not crowded, "a small table takes the numbers:\n" + "\n".join(crowded)
+
+
+def test_the_bullet_count_sees_what_it_names():
+    text = "Intro 1 2.\n\n- chapter 02 and section 3, EAGLE-3, DFlash 2, $k = 4$, `n = 5`: 0.5 and 1.2×\n- a 6, 7, 8, 9.\n  More 10."
+    counts = [len(nums) for _, nums in _bullet_numbers(text)]
+    assert counts == [2, 5]

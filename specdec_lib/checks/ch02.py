@@ -31,11 +31,9 @@ def _close(got: float, want: float, tol: float = 1e-6) -> bool:
     return abs(got - want) <= tol * max(1.0, abs(want))
 
 
-def _random_rounds(rng):
-    """Hidden rounds of the pooled-alpha exercise: (accepted, drafted)."""
-    drafted = [rng.randint(0, 8) for _ in range(rng.randint(2, 7))]
-    drafted[0] = max(drafted[0], 1)
-    return [rng.randint(0, d) for d in drafted], drafted
+def _random_alpha_k(rng):
+    """A hidden case of the naive-alpha exercise: (alpha, k)."""
+    return round(rng.uniform(0.05, 0.98), 3), rng.randint(1, 16)
 
 
 def _random_model(rng):
@@ -122,33 +120,34 @@ def check_greedy_accept(fn) -> str:
     return verdict("greedy acceptance", fn, cases)
 
 
-_ALPHA_CASES = [
-    ([2, 0, 4, 1], [4, 4, 4, 4]),
-    ([0, 0, 1], [1, 1, 1]),
-    ([3, 3, 0, 2, 1], [3, 5, 2, 2, 4]),
-    ([4, 4], [4, 4]),
-    ([0, 1, 0, 0], [8, 8, 8, 0]),  # a round that drafted nothing tested nothing
-]
+_NAIVE_CASES = [(0.8, 4), (0.5, 1), (0.9, 8), (0.0, 3), (1.0, 5), (0.6, 16), (0.3, 2)]
 
 
-def check_pooled_alpha(fn) -> str:
-    """fn(accepted, drafted) -> sum(accepted) / sum(min(a + 1, d)) over the rounds."""
+def check_naive_alpha(fn) -> str:
+    """fn(alpha, k) -> what sum(accepted) / sum(drafted) converges to when every round drafts k tokens and
+    each is accepted with probability alpha, independently, given that the ones before it were."""
 
     def cases(f):
-        for accepted, drafted in _ALPHA_CASES + hidden(6, _random_rounds, 3):
-            want = _expected.pooled_alpha(accepted, drafted)
-            got = _number(f(list(accepted), list(drafted)), f"pooled_alpha({accepted}, {drafted})")
-            if _close(got, sum(accepted) / sum(drafted)) and not _close(got, want):
+        for alpha, k in _NAIVE_CASES + hidden(6, _random_alpha_k, 3):
+            want = _expected.naive_alpha(alpha, k)
+            got = _number(f(alpha, k), f"naive_alpha({alpha}, {k})")
+            if _close(got, alpha) and not _close(got, want):
                 raise Incorrect(
-                    f"pooled_alpha({accepted}, {drafted}) = {got:.4f} is accepted/drafted; count only tested "
-                    "positions: a round with a accepted out of d tested min(a + 1, d) of them"
+                    f"naive_alpha({alpha}, {k}) = {got:.4f} is alpha itself: that is what the pooled estimate "
+                    "over TESTED positions measures; drafted also counts the drafts after the first mismatch"
                 )
             expect(
+                not (_close(got, want * k) and not _close(got, want)),
+                f"naive_alpha({alpha}, {k}) = {got:.4f} is the expected accepted count per round; divide by "
+                "what a round drafts",
+            )
+            expect(
                 _close(got, want),
-                f"pooled_alpha({accepted}, {drafted}) should be {want:.4f}, got {got:.4f}",
+                f"naive_alpha({alpha}, {k}) should be {want:.4f}, got {got:.4f} (the expected accepted count "
+                "of one round, over the k drafts it made)",
             )
 
-    return verdict("pooled α", fn, cases)
+    return verdict("what accepted/drafted measures", fn, cases)
 
 
 _BREAK_EVEN_CASES = [

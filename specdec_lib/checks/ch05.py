@@ -7,6 +7,7 @@ The expected answers come from the teacher's reference solutions through `_expec
 from __future__ import annotations
 
 import itertools
+import math
 
 import torch
 
@@ -166,6 +167,13 @@ def check_typical_accept(fn) -> str:
             context = (
                 f"p = {[round(v, 3) for v in p.tolist()]}, x = {x}, epsilon {epsilon}, delta {delta} "
                 f"(threshold {threshold:.4f})"
+            )
+            entropy = float(-(p.double() * p.double().clamp_min(1e-30).log()).sum())
+            colleague = bool(float(p[x]) > min(epsilon, delta * math.exp(entropy)))
+            expect(
+                got == want or got != colleague,
+                f"{context}: expected {want}; yours is the colleague's answer: the threshold must FALL as the "
+                "target's entropy H grows, delta * exp(-H), so that an unsure target accepts more tokens",
             )
             expect(
                 got == want,

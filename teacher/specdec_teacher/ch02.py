@@ -34,9 +34,9 @@ def greedy_accept(draft_tokens, target_argmax):
     return a, target_argmax[a]
 
 
-def pooled_alpha(accepted, drafted):
-    """Accepted draft positions / tested draft positions (a round tests min(a + 1, d) positions)."""
-    return sum(accepted) / sum(min(a + 1, d) for a, d in zip(accepted, drafted))
+def naive_alpha(alpha, k):
+    """What accepted/drafted converges to: E[accepted] = alpha + ... + alpha**k = tau - 1, over k drafted."""
+    return (expected_tau(alpha, k) - 1) / k
 
 
 def predicted_speedup(alpha, k, c, V):
@@ -57,7 +57,7 @@ def speedup_table(alpha, c, V=0.0):
 REFERENCE = {
     "check_alpha_for_tau": alpha_for_tau,
     "check_greedy_accept": greedy_accept,
-    "check_pooled_alpha": pooled_alpha,
+    "check_naive_alpha": naive_alpha,
     "check_break_even_c": break_even_c,
     "check_best_k": best_k,
 }
@@ -78,10 +78,11 @@ WRONG = {
         lambda d, g: (greedy_accept(d, g)[0], g[max(0, greedy_accept(d, g)[0] - 1)]),  # off by one
         lambda d, g: (greedy_accept(d, g)[0], g[-1]),  # always the last row
     ],
-    "check_pooled_alpha": [
-        lambda acc, dr: sum(acc) / sum(dr),  # counts untested drafts as failures
-        lambda acc, dr: sum(acc) / sum(a + 1 for a in acc),  # ignores rounds that accepted everything
-        lambda acc, dr: sum(a / d for a, d in zip(acc, dr) if d) / sum(1 for d in dr if d),  # mean of ratios
+    "check_naive_alpha": [
+        lambda alpha, k: alpha,  # the per-position rate: what the pooled estimate measures
+        lambda alpha, k: expected_tau(alpha, k) - 1,  # the accepted count, not divided by k
+        lambda alpha, k: alpha**k,  # all k accepted
+        lambda alpha, k: expected_tau(alpha, k) / (k + 1),  # tokens per round over k + 1
     ],
     "check_break_even_c": [
         lambda alpha, k, V: (expected_tau(alpha, k) - 1) / k,  # ignores the verification cost
