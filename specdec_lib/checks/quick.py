@@ -122,7 +122,7 @@ QUICK = {
         "options": options_of(
             "quick-09",
             [
-                "some acceptance, never exactness: the target's own draws still supply every token",
+                "a little acceptance: a rare token is never drafted, yet the target can still emit it",
                 "exactness under sampling: a token outside the 2048 can never be emitted by the engine",
                 "greedy equality: the greedy output can differ when the argmax is a rare token",
                 "nothing at all: a rare token is never the one the target picks",

@@ -29,7 +29,7 @@ ANSWERS = {
     6: "the previous depth's hidden state and the embedding of the token it stands for",
     7: "the target's frozen head: the guess is trained to be the target's next feature",
     8: "the drafter is calibrated: what it gives probability c is accepted about c of the time",
-    9: "some acceptance, never exactness: the target's own draws still supply every token",
+    9: "a little acceptance: a rare token is never drafted, yet the target can still emit it",
     10: "the target has not yet run on the anchor, so at inference its feature does not exist",
     11: "q_t depends only on the context and rows 1..t-1, exactly what row t is judged after",
     12: "at 32 x 16 tokens the target's pass is compute-bound, so verifying a block costs time",
