@@ -137,6 +137,18 @@ def _greedy_cases(s: int = 0):
     return out
 
 
+def _colleague_walk(tokens, parents, argmax):
+    """The notebook's `colleague_greedy_walk`, bug included (it is shown to the learner)."""
+    path, node = [], -1
+    while True:
+        children = [c for c, par in enumerate(parents) if par == node]
+        child = next((c for c in children if tokens[c] == argmax[c + 1]), None)
+        if child is None:
+            return path, argmax[node + 1]
+        path.append(child)
+        node = child
+
+
 def check_greedy_walk(fn) -> str:
     """fn(tokens, parents, argmax) -> (accepted path as a list of node indices, next token).
 
@@ -153,6 +165,12 @@ def check_greedy_walk(fn) -> str:
                 raise Incorrect("return a pair: (list of accepted node indices, the next token)") from e
             path = as_int_list(path, "the accepted path")
             context = f"tokens {tokens}, parents {parents}, argmax {argmax}"
+            expect(
+                (path, int(nxt)) == (want_path, want_next)
+                or (path, int(nxt)) != _colleague_walk(tokens, parents, argmax),
+                f"{context}: that is the colleague's answer: a child is accepted when its token is the target's "
+                "choice after its PARENT (argmax[parent + 1]), the row that scored the child's position",
+            )
             expect(
                 path == want_path,
                 f"{context}: accepted path {want_path}, you returned {path} (hint: at each node look for the "

@@ -31,6 +31,14 @@ def _recorded_trees():
     return out
 
 
+def _colleague_rerank(parents, logp, total):
+    """The notebook's `colleague_rerank`, bug included (it is shown to the learner)."""
+    score = []
+    for i, parent in enumerate(parents):
+        score.append(logp[i] * (score[parent] if parent >= 0 else 1.0))
+    return sorted(sorted(range(len(parents)), key=lambda i: (-score[i], i))[:total])
+
+
 def check_rerank(fn) -> str:
     """fn(parents, logp, total) -> the indices of the `total` recorded nodes EAGLE-2 keeps, in recording
     order. parents[i]: node i's parent (-1: the root), recorded before i; logp[i]: the drafter's
@@ -48,6 +56,11 @@ def check_rerank(fn) -> str:
                     sorted(got) == want or sorted(got) != by_local,
                     f"{context}: rank by the CUMULATIVE score (the sum of log-probabilities from the root), "
                     "not by each node's own confidence: a confident child of an unlikely parent is unlikely",
+                )
+                expect(
+                    sorted(got) == want or sorted(got) != _colleague_rerank(parents, logp, total),
+                    f"{context}: that is the colleague's answer: log-probabilities ADD along a path (their "
+                    "product is positive, so deep nodes would outscore their own parents)",
                 )
                 expect(
                     all(parents[i] < 0 or parents[i] in got for i in got),

@@ -152,6 +152,17 @@ def _flat_index_walk(tokens, parents, argmax):  # chain thinking: compare node i
     return list(range(a)), argmax[a]
 
 
+def _own_row_walk(tokens, parents, argmax):  # the colleague's: compares child c with the row AFTER c
+    path, node = [], -1
+    while True:
+        children = [c for c, par in enumerate(parents) if par == node]
+        child = next((c for c in children if tokens[c] == argmax[c + 1]), None)
+        if child is None:
+            return path, argmax[node + 1]
+        path.append(child)
+        node = child
+
+
 def _root_row_walk(tokens, parents, argmax):  # always compares with the root's argmax
     path, node = [], -1
     while True:
@@ -189,6 +200,7 @@ WRONG = {
     "check_greedy_walk": [
         _first_child_walk,
         _flat_index_walk,
+        _own_row_walk,
         _root_row_walk,
         lambda tokens, parents, argmax: ([], argmax[0]),  # never accepts
     ],
