@@ -276,10 +276,10 @@ MUTANTS = {
 CATCHERS = {
     "M4a": (
         "tests/test_medusa_mtp.py::test_medusa_tree_holds_each_heads_ranked_guesses",
-        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[medusa:16]",
+        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[medusa:16-dynamic]",
     ),
     "M4b": (
-        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[mtp-independent]",
+        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[mtp-independent-dynamic]",
     ),
     "M5a": (
         "tests/test_sampling_controls.py::test_top_k_and_top_p_both_cut_on_these_logits",
@@ -294,12 +294,12 @@ CATCHERS = {
         "tests/test_trees.py::test_tree_verification_is_exactly_lossless[T1-sample-2 children, each with a child]",
     ),
     "E1": (
-        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[eagle:8]",
-        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[eagle2:8]",
+        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[eagle:8-dynamic]",
+        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[eagle2:8-dynamic]",
     ),
     "E2": (
-        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[eagle:8]",
-        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[eagle2:8]",
+        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[eagle:8-dynamic]",
+        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[eagle2:8-dynamic]",
     ),
     "E3": ("tests/test_eagle.py::test_eagle2_tree_is_the_papers_tree[25-4-3]",),
     "E4": (
@@ -310,10 +310,10 @@ CATCHERS = {
     ),
     "E6": ("tests/test_eagle3.py::test_logits_live_on_target_ids_and_nothing_else_is_proposable",),
     "D1": (
-        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[dflash:8]",
+        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[dflash:8-dynamic]",
     ),
     "D2": (
-        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[dflash:8]",
+        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[dflash:8-dynamic]",
     ),
     "D3": ("tests/test_dflash.py::test_training_mask_by_its_rules",),
     "D4": (
@@ -322,23 +322,23 @@ CATCHERS = {
     "D5": ("tests/test_dflash.py::test_a_shorter_chain_runs_the_trained_block_and_keeps_its_first_rows",),
     "S1": (
         "tests/test_dflash2.py::test_greedy_walk_maximises_each_step_given_the_previous_pick",
-        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[dflash2:4]",
+        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[dflash2:4-dynamic]",
     ),
     "S2": ("tests/test_dflash2.py::test_training_pass_equals_inference_block_by_block_with_mixing[llama]",),
     "S3": ("tests/test_dflash2.py::test_sampled_walk_reports_the_distribution_each_token_was_drawn_from",),
     "N2": (
         "tests/test_medusa_mtp.py::test_mtp_caches_match_teacher_forcing[mtp-sequential]",
-        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[mtp-sequential]",
+        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[mtp-sequential-dynamic]",
     ),
     "C1": (
         "tests/test_trees.py::test_caches_after_every_round_equal_a_fresh_prefill[topk]",
-        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[tree:2-2-1]",
+        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[tree:2-2-1-dynamic]",
     ),
     "C2": (
-        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[chain:3]",
+        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[chain:3-dynamic]",
     ),
     "G1": (
-        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[ngram:4]",
+        "tests/test_contract.py::test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute[ngram:4-dynamic]",
     ),
 }
 
