@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from specdec_lib.checks.ch04 import MSS_P
+from specdec_lib.checks.ch04 import MSS_P, _colleague_walk
 
 
 def _depths(parents: list[int]) -> list[int]:
@@ -152,17 +152,6 @@ def _flat_index_walk(tokens, parents, argmax):  # chain thinking: compare node i
     return list(range(a)), argmax[a]
 
 
-def _own_row_walk(tokens, parents, argmax):  # the colleague's: compares child c with the row AFTER c
-    path, node = [], -1
-    while True:
-        children = [c for c, par in enumerate(parents) if par == node]
-        child = next((c for c in children if tokens[c] == argmax[c + 1]), None)
-        if child is None:
-            return path, argmax[node + 1]
-        path.append(child)
-        node = child
-
-
 def _root_row_walk(tokens, parents, argmax):  # always compares with the root's argmax
     path, node = [], -1
     while True:
@@ -200,7 +189,7 @@ WRONG = {
     "check_greedy_walk": [
         _first_child_walk,
         _flat_index_walk,
-        _own_row_walk,
+        _colleague_walk,  # the notebook's colleague: compares child c with the row AFTER c
         _root_row_walk,
         lambda tokens, parents, argmax: ([], argmax[0]),  # never accepts
     ],
