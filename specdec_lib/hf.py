@@ -136,37 +136,42 @@ def forward(
     """
     if input_ids.dim() == 1:
         input_ids = input_ids[None]
+    n, past, device = input_ids.shape[1], cache_length(cache), input_ids.device
+    mask = None
+    if tree_mask is not None:
+        dtype = dtype_of(model)
+        mask = torch.zeros(n, past + n, dtype=dtype, device=device)  # what the tree mask leaves out: visible
+        blocked = ~tree_mask.to(device, torch.bool)
+        mask[:, _tree_columns(tree_mask, n, past)].masked_fill_(blocked, torch.finfo(dtype).min)
+    return _call(model, input_ids, cache, position_ids, mask, hidden_layers, last_only)
+
+
+def _tree_columns(tree_mask, n: int, past: int) -> slice:
+    """The columns of an [n, past + n] mask that `tree_mask` sets: its [n, n] form covers the new tokens
+    (the cached prefix stays visible), its [n, past + n] form everything."""
+    if tree_mask.shape == (n, n):
+        return slice(past, past + n)
+    if tree_mask.shape == (n, past + n):
+        return slice(0, past + n)
+    raise ValueError(f"tree_mask must be [{n}, {n}] or [{n}, {past + n}], got {list(tree_mask.shape)}")
+
+
+def _call(model, input_ids, cache, position_ids, mask, hidden_layers, last_only) -> ForwardOut:
+    """One model call [1, n] with the course's options; `mask` is an additive [n, keys] mask or None (causal)."""
     n = input_ids.shape[1]
-    past = cache_length(cache)
     kwargs = {"use_cache": cache is not None}
     if cache is not None:
         kwargs[_cache_kwarg(model)] = cache
     if position_ids is not None:
         kwargs["position_ids"] = position_ids.reshape(1, n).to(input_ids.device)
-    if tree_mask is not None:
-        dtype = next(model.parameters()).dtype
-        if tree_mask.shape == (n, past + n):
-            allowed = tree_mask.to(input_ids.device, torch.bool)
-        elif tree_mask.shape == (n, n):
-            allowed = torch.ones(n, past + n, dtype=torch.bool, device=input_ids.device)
-            allowed[:, past:] = tree_mask.to(input_ids.device)
-        else:
-            raise ValueError(
-                f"tree_mask must be [{n}, {n}] or [{n}, {past + n}], got {list(tree_mask.shape)}"
-            )
-        mask = torch.zeros(n, past + n, dtype=dtype, device=input_ids.device)
-        mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+    if mask is not None:
         kwargs["attention_mask"] = mask[None, None]
     if hidden_layers:
         kwargs["output_hidden_states"] = True
     if last_only:
         kwargs["logits_to_keep"] = 1
     out = model(input_ids=input_ids, **kwargs)
-    hidden = {}
-    if hidden_layers:
-        for i in hidden_layers:
-            hidden[i] = out.hidden_states[i][0]
-    return ForwardOut(out.logits[0].float(), hidden)
+    return ForwardOut(out.logits[0].float(), {i: out.hidden_states[i][0] for i in hidden_layers})
 
 
 class Runner:
@@ -276,27 +281,14 @@ class StaticRunner(Runner):
             position_ids = torch.arange(past, past + n, device=device)
         mask = self.causal[past : past + n, : cache.capacity]  # slots after past + i are hidden
         if tree_mask is not None:
-            if tree_mask.shape == (n, n):
-                columns = slice(past, past + n)
-            elif tree_mask.shape == (n, past + n):
-                columns = slice(0, past + n)
-            else:
-                raise ValueError(
-                    f"tree_mask must be [{n}, {n}] or [{n}, {past + n}], got {list(tree_mask.shape)}"
-                )
             mask = mask.clone()
-            mask[:, columns] = torch.where(tree_mask.to(device, torch.bool), 0.0, torch.finfo(mask.dtype).min)
-        kwargs = {"use_cache": True, _cache_kwarg(self.model): cache.kv}
-        if hidden_layers:
-            kwargs["output_hidden_states"] = True
-        if last_only:
-            kwargs["logits_to_keep"] = 1
-        out = self.model(
-            input_ids=input_ids, position_ids=position_ids.reshape(1, n).to(device),
-            attention_mask=mask[None, None], **kwargs,
-        )  # fmt: skip
+            allowed = tree_mask.to(device, torch.bool)
+            mask[:, _tree_columns(tree_mask, n, past)] = torch.where(
+                allowed, 0.0, torch.finfo(mask.dtype).min
+            )
+        out = _call(self.model, input_ids, cache.kv, position_ids, mask, hidden_layers, last_only)
         cache.length = past + n
-        return ForwardOut(out.logits[0].float(), {i: out.hidden_states[i][0] for i in hidden_layers})
+        return out
 
     def keep(self, cache: StaticKV, start: int, slots: torch.Tensor) -> None:
         m = slots.numel()
