@@ -6,6 +6,8 @@ import math
 
 import torch
 
+from specdec_lib.checks.ch05 import _colleague_accepted
+
 
 def entropy(p: torch.Tensor) -> float:
     return float(-(p * p.clamp_min(1e-30).log()).sum())
@@ -71,10 +73,7 @@ WRONG = {
         lambda acc, choices: 1 + expected_accepted(acc, choices),  # tau, not accepted drafts
         lambda acc, choices: sum(float(acc[len(c) - 1, c[-1]]) for c in choices),  # no product
         lambda acc, choices: max(expected_accepted(acc, [c]) for c in choices),  # best node only
-        lambda acc, choices: sum(  # the colleague's: the best node of each depth, not their sum
-            max(expected_accepted(acc, [c]) for c in choices if len(c) == d)
-            for d in {len(c) for c in choices}
-        ),
+        _colleague_accepted,  # the notebook's colleague: the best node of each depth, not their sum
         lambda acc, choices: sum(  # top-n (cumulative) accuracy instead of per-rank
             math.prod(float(acc[j, : r + 1].sum()) for j, r in enumerate(c)) for c in choices
         ),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from specdec_lib.checks.ch06 import DEEPSEEK_ALPHA, DEEPSEEK_SPEEDUP
+from specdec_lib.checks.ch06 import DEEPSEEK_ALPHA, DEEPSEEK_SPEEDUP, _colleague_tau
 
 
 def module_pairs(ids, k):
@@ -74,7 +74,7 @@ WRONG = {
     ],
     "check_expected_tau": [
         lambda alphas: 1 + sum(alphas),  # treats the depths as independent
-        lambda alphas: 1 + expected_tau(alphas[:-1]),  # the colleague's loop: adds before multiplying
+        _colleague_tau,  # the notebook's colleague: adds before multiplying
         lambda alphas: expected_tau(alphas) - 1,  # forgets the target's own token
         lambda alphas: 1 + math.prod(alphas),  # only the full chain
         lambda alphas: 1 + len(alphas) * math.prod(alphas),  # all or nothing

@@ -6,6 +6,8 @@ import math
 
 import torch
 
+from specdec_lib.checks.ch08 import _colleague_rerank
+
 
 def cumulative(parents, logp):
     score = []
@@ -41,15 +43,9 @@ REFERENCE = {
 }
 
 
-def _product_score(parents, logp, i):
-    return logp[i] * (_product_score(parents, logp, parents[i]) if parents[i] >= 0 else 1.0)
-
-
 WRONG = {
     "check_rerank": [
-        lambda parents, logp, total: sorted(  # the colleague's: multiplies log-probabilities along a path
-            sorted(range(len(parents)), key=lambda i: (-_product_score(parents, logp, i), i))[:total]
-        ),
+        _colleague_rerank,  # the notebook's colleague: multiplies log-probabilities along a path
         lambda parents, logp, total: sorted(
             sorted(range(len(logp)), key=lambda i: -logp[i])[:total]
         ),  # local
