@@ -84,6 +84,8 @@ EXPORTS = {
         "RMSNorm",
         "rotate",
         "KVCache",
+        "StaticKVCache",
+        "DrafterCaches",
         "Attention",
         "MLP",
         "repeat_kv",

@@ -24,7 +24,7 @@ from torch import nn
 from specdec_lib import hf
 from specdec_lib.autoregressive import check_int, process_logits, sample_token
 from specdec_lib.eagle3 import target_inputs
-from specdec_lib.layers import Block, KVCache, RMSNorm
+from specdec_lib.layers import Block, DrafterCaches, KVCache, RMSNorm
 from specdec_lib.speculative import DraftTree, Proposer
 from specdec_lib.training import train_on_frozen_target
 
@@ -51,7 +51,7 @@ def dflash_feature_layers(target, n: int = 3) -> tuple[int, ...]:
 
 
 # %% notebooks/10_dflash.ipynb [e10-010]
-class DFlashDrafter(nn.Module):
+class DFlashDrafter(nn.Module, DrafterCaches):
     """DFlash's drafter: a few bidirectional decoder layers that fill a whole block [anchor, MASK, ...,
     MASK] in ONE forward pass, reading the target's context through their keys and values.
 
@@ -247,11 +247,12 @@ class DFlashProposer(Proposer):
         pass_rows = max(self.block_size, drafter.block_size) if pass_rows is None else pass_rows
         self.pass_rows = check_int("pass_rows", pass_rows, low=self.block_size, why=" (the block it caps)")
         self.feature_layers = drafter.feature_layers
+        self.cache_capacity = None  # preallocated drafter caches for that many positions (make_proposer)
 
     def start(self, target, prompt_ids, sampling, generator, features):
         self.check_vocab("DFlash drafter", self.drafter.vocab, target)
         self.sampling, self.generator = sampling, generator
-        self.caches = [KVCache() for _ in self.drafter.layers]
+        self.caches = [self.drafter.new_cache(self.cache_capacity) for _ in self.drafter.layers]
         self.unfed = self.drafter.context(features)  # context not yet in the caches: positions 0 .. n - 1
 
     @torch.no_grad()

@@ -26,14 +26,14 @@ from torch import nn
 
 from specdec_lib import hf
 from specdec_lib.autoregressive import process_logits
-from specdec_lib.layers import Block, KVCache
+from specdec_lib.layers import Block, DrafterCaches, KVCache
 from specdec_lib.speculative import DraftTree, Proposer, ancestor_mask
 from specdec_lib.training import train_on_frozen_target
 from specdec_lib.trees import SIBLING_MODES, draw_children
 
 
 # %% notebooks/07_eagle.ipynb [e7-008]
-class EagleDrafter(nn.Module):
+class EagleDrafter(nn.Module, DrafterCaches):
     """EAGLE's drafter: it predicts the target's next *feature*, then reads the token off it with the
     target's own LM head.
 
@@ -222,6 +222,11 @@ class FeatureDrafter(Protocol):
         """Guessed features -> logits over the target's vocabulary."""
         ...
 
+    def new_cache(self, capacity: int | None = None):
+        """An empty KV cache for its proposer: growing, or preallocated for `capacity` positions
+        (layers.DrafterCaches gives both)."""
+        ...
+
 
 class FeatureTreeProposer(Proposer):
     """What every EAGLE proposer shares (EAGLE-1 here, EAGLE-2 and -3 later): a drafter that reads the
@@ -241,11 +246,13 @@ class FeatureTreeProposer(Proposer):
         if mode not in SIBLING_MODES:
             raise ValueError(f"mode must be one of {SIBLING_MODES}, got {mode!r}")
         self.drafter, self.mode, self.feature_layers = drafter, mode, drafter.feature_layers
+        self.cache_capacity = None  # preallocated drafter caches for that many positions (make_proposer)
 
     def start(self, target, prompt_ids, sampling, generator, features):
         self.check_vocab("EAGLE drafter", self.drafter.vocab, target)
         self.sampling, self.generator = sampling, generator
-        self.cache = KVCache()  # positions 0 .. n - 1 with the target's features (plus the tree, briefly)
+        # positions 0 .. n - 1 with the target's features (plus the tree, briefly), from the drafter
+        self.cache = self.drafter.new_cache(self.cache_capacity)
         self.unfed = self.drafter.fuse(features)  # target features not yet fed to the drafter
         self.confidence = None  # after propose: the drafter's probability of each node given its parent
 

@@ -26,7 +26,7 @@ from torch import nn
 from specdec_lib import hf
 from specdec_lib.autoregressive import check_int
 from specdec_lib.eagle2 import Eagle2Proposer
-from specdec_lib.layers import MLP, Attention, RMSNorm, attention, repeat_kv, rotate
+from specdec_lib.layers import MLP, Attention, DrafterCaches, RMSNorm, attention, repeat_kv, rotate
 from specdec_lib.training import train_on_frozen_target
 
 
@@ -75,7 +75,7 @@ def draft_vocabulary(counts: torch.Tensor, size: int) -> tuple[torch.Tensor, tor
 DRAFT_VOCAB = 2048  # half of our 4096 ids: 92.6% of the training tokens, 98.4% of the target's greedy ones
 
 
-class Eagle3Drafter(nn.Module):
+class Eagle3Drafter(nn.Module, DrafterCaches):
     """EAGLE-3's drafter: one decoder layer that predicts the next *token* (not the next feature) from a
     fusion of three target layers, trained to read its own outputs (training-time test).
 

@@ -205,9 +205,12 @@ class Runner:
         return cache_length(cache)
 
 
-def runner(target) -> Runner:
-    """`target` as a Runner: a model gets the default one (a few attributes: cheap to make per call)."""
-    return target if isinstance(target, Runner) else Runner(target)
+def runner(target, capacity: int | None = None) -> Runner:
+    """`target` as a Runner: a model gets the default one (a few attributes: cheap to make per call), or a
+    StaticRunner when `capacity` (positions to preallocate) is given."""
+    if isinstance(target, Runner):
+        return target
+    return Runner(target) if capacity is None else StaticRunner(target, capacity)
 
 
 @dataclass

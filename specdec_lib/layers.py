@@ -5,6 +5,8 @@ __all__ = [
     "RMSNorm",
     "rotate",
     "KVCache",
+    "StaticKVCache",
+    "DrafterCaches",
     "Attention",
     "MLP",
     "repeat_kv",
@@ -71,6 +73,62 @@ class KVCache:
         if self.k is not None:
             index = torch.cat([torch.arange(start, device=self.k.device), start + slots.to(self.k.device)])
             self.k, self.v = self.k.index_select(-2, index), self.v.index_select(-2, index)
+
+
+class StaticKVCache(KVCache):
+    """The same four calls on keys and values preallocated for `capacity` positions and written in place, as
+    the target's `hf.StaticRunner` does: append copies into the next free slots, crop moves the length,
+    keep is an in-place `index_copy_`. What a compiled drafter needs (issue 50); eagerly it computes exactly
+    what KVCache does. An append that would not fit doubles the capacity (a new allocation and a copy)."""
+
+    def __init__(self, capacity: int = 256):
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+            raise ValueError(f"capacity must be a positive int, got {capacity!r}")
+        super().__init__()
+        self.capacity, self.length = capacity, 0
+        self.keys = self.values = None  # [kv_heads, capacity, head_dim], allocated by the first append
+
+    def __len__(self):
+        return self.length
+
+    def append(self, k, v):
+        n = k.shape[-2]
+        if self.keys is None or self.length + n > self.keys.shape[-2]:
+            size = max(self.capacity, 2 * self.length + n) if self.keys is not None else max(self.capacity, n)
+            keys = k.new_zeros(*k.shape[:-2], size, k.shape[-1])
+            values = v.new_zeros(*v.shape[:-2], size, v.shape[-1])
+            if self.keys is not None:
+                keys[..., : self.length, :] = self.keys[..., : self.length, :]
+                values[..., : self.length, :] = self.values[..., : self.length, :]
+            self.keys, self.values, self.capacity = keys, values, size
+        self.keys[..., self.length : self.length + n, :] = k
+        self.values[..., self.length : self.length + n, :] = v
+        self.length += n
+        self.k, self.v = self.keys[..., : self.length, :], self.values[..., : self.length, :]
+        return self.k, self.v
+
+    def crop(self, length: int):
+        self.length = min(self.length, length)
+        if self.keys is not None:
+            self.k, self.v = self.keys[..., : self.length, :], self.values[..., : self.length, :]
+
+    def keep(self, start: int, slots: torch.Tensor):
+        if self.keys is None:
+            return
+        m = slots.numel()
+        src = start + slots.to(device=self.keys.device, dtype=torch.long)
+        dst = torch.arange(start, start + m, device=self.keys.device)
+        self.keys.index_copy_(-2, dst, self.keys.index_select(-2, src))  # index_select copies first
+        self.values.index_copy_(-2, dst, self.values.index_select(-2, src))
+        self.crop(start + m)
+
+
+class DrafterCaches:
+    """What a drafter module mixes in so that its proposer gets its caches from it: a growing KVCache, or a
+    StaticKVCache for `capacity` positions (make_proposer(..., static_caches=N) asks for those)."""
+
+    def new_cache(self, capacity: int | None = None) -> KVCache:
+        return KVCache() if capacity is None else StaticKVCache(capacity)
 
 
 # %% notebooks/06_mtp.ipynb [c016]

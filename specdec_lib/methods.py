@@ -133,11 +133,13 @@ def zoo_stages() -> dict[str, list[str]]:
     return stages
 
 
-def make_proposer(spec: str, target, draft=None, weights: str = "zoo"):
+def make_proposer(spec: str, target, draft=None, weights: str = "zoo", static_caches: int | None = None):
     """A fresh proposer for `spec` ("NAME" or "NAME:ARG", e.g. "chain:4", "tree:3-2-1", "medusa:16").
 
     weights="zoo" loads the zoo's trained weights for `target` (once per target; later calls reuse
-    them); weights="random" builds the method's modules untrained, for any target (tests, training)."""
+    them); weights="random" builds the method's modules untrained, for any target (tests, training).
+    static_caches=N preallocates the drafter's caches for N positions (they grow if a text needs more):
+    the fast path's fixed shapes (issue 50). Methods with no drafter cache (prompt lookup, Medusa) refuse it."""
     if not isinstance(spec, str):
         raise ValueError(f"a method spec is a string such as 'chain:4', got {spec!r}")
     if weights not in WEIGHTS:
@@ -148,7 +150,14 @@ def make_proposer(spec: str, target, draft=None, weights: str = "zoo"):
     method = METHODS[name]
     if method.needs_draft and draft is None:
         raise ValueError(f"method {name!r} needs a draft model: make_proposer({spec!r}, target, draft)")
-    return method.build(arg, target, draft, weights)
+    proposer = method.build(arg, target, draft, weights)
+    if static_caches is not None:
+        if isinstance(static_caches, bool) or not isinstance(static_caches, int) or static_caches < 1:
+            raise ValueError(f"static_caches is a number of positions (an int >= 1), got {static_caches!r}")
+        if not hasattr(proposer, "cache_capacity"):
+            raise ValueError(f"method {name!r} keeps no drafter cache to preallocate (static_caches)")
+        proposer.cache_capacity = static_caches
+    return proposer
 
 
 # Trained modules loaded from the zoo, per target object (dropped with the target).

@@ -21,13 +21,13 @@ from torch import nn
 
 from specdec_lib import hf
 from specdec_lib.autoregressive import process_logits, sample_token
-from specdec_lib.layers import Block, KVCache, RMSNorm
+from specdec_lib.layers import Block, DrafterCaches, RMSNorm
 from specdec_lib.speculative import DraftTree, Proposer
 from specdec_lib.training import train_on_frozen_target
 
 
 # %% notebooks/06_mtp.ipynb [c024]
-class IndependentMTP(nn.Module):
+class IndependentMTP(nn.Module, DrafterCaches):
     """Gloeckle-style multi-token prediction on a frozen target.
 
     The target's first L - 1 layers are the shared trunk; its last layer is the next-token head. We add
@@ -93,7 +93,7 @@ class MTPModule(nn.Module):
 
 
 # %% notebooks/06_mtp.ipynb [c034]
-class SequentialMTP(nn.Module):
+class SequentialMTP(nn.Module, DrafterCaches):
     """D chained MTP modules on the frozen target (DeepSeek-V3 §2.2): module k reads module k - 1's
     output (module 1 reads the target's last hidden state, after its final norm) and the embedding
     of the token k steps ahead, so depth k conditions on every token before it: the causal chain is
@@ -198,13 +198,14 @@ class MTPProposer(Proposer):
         if not 1 <= self.depth <= most:
             raise ValueError(f"depth must be 1..{most} (fixed when the heads were trained), got {depth!r}")
         self.feature_layers = (mtp.feature_layer,)
+        self.cache_capacity = None  # preallocated caches for that many positions (make_proposer)
 
     def start(self, target, prompt_ids, sampling, generator, features):
         vocab = self.mtp.target_parts.lm_head.weight.shape[0]
         self.check_vocab("MTP heads", vocab, target)
         self.sampling, self.generator = sampling, generator
         n_blocks = self.mtp.depth if self.sequential else self.mtp.num_heads
-        self.caches = [KVCache() for _ in range(n_blocks)]
+        self.caches = [self.mtp.new_cache(self.cache_capacity) for _ in range(n_blocks)]
         self.h0 = features[self.mtp.feature_layer]  # the target's features at positions 0 .. n - 1
         self.outs = [self.h0[:0]] * n_blocks  # sequential: module k's outputs over its cached positions
 

@@ -328,19 +328,22 @@ class DraftModelProposer(Proposer):
         if hf.is_model(k) or not hf.is_model(draft_model):
             raise ValueError("DraftModelProposer(draft_model, k): a causal LM first, then the draft length")
         self.draft, self.k = draft_model, check_int("k (tokens drafted per round)", k)
+        self.cache_capacity = None  # a preallocated draft cache for that many positions (make_proposer)
 
     def start(self, target, prompt_ids, sampling, generator, features):
         self.check_vocab("draft", hf.vocab_size(self.draft), target)
         self.sampling, self.generator = sampling, generator
-        self.cache = hf.new_cache(self.draft)  # the draft's own KV cache, rolled back every round
+        # The draft is reached through a runner too (hf.Runner; preallocated: hf.StaticRunner).
+        self.runner = hf.runner(self.draft, self.cache_capacity)
+        self.cache = self.runner.new_cache()  # the draft's own KV cache, rolled back every round
 
     def propose(self, tokens, max_depth):
         k = min(self.k, max_depth)
         if k < 1:
             return None
         # Catch up: feed the committed tokens the draft has not seen (the pending token, maybe one more).
-        seen = hf.cache_length(self.cache)
-        logits = hf.forward(self.draft, tokens[seen:], self.cache, last_only=True).logits[-1]
+        seen = self.runner.length(self.cache)
+        logits = self.runner.forward(tokens[seen:], self.cache, last_only=True).logits[-1]
         self.forwards += 1
         drafted, qs = [], []
         for i in range(k):
@@ -349,14 +352,14 @@ class DraftModelProposer(Proposer):
             drafted.append(token)
             qs.append(q)
             if i < k - 1:
-                logits = hf.forward(self.draft, tokens.new_tensor([token]), self.cache).logits[-1]
+                logits = self.runner.forward(tokens.new_tensor([token]), self.cache).logits[-1]
                 self.forwards += 1
         q = None if self.sampling.greedy else torch.stack(qs)
         return DraftTree.chain(tokens.new_tensor(drafted), q)
 
     def update(self, tokens, verdict):
         # Keep only cache entries of committed tokens: the accepted drafts are valid, the rest is dropped.
-        hf.crop_cache(self.cache, verdict.next_root)
+        self.runner.crop(self.cache, verdict.next_root)
 
 
 # %% notebooks/02_draft_and_verify.ipynb [c019]

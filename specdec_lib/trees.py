@@ -133,11 +133,13 @@ class TreeDraftProposer(Proposer):
         if mode not in SIBLING_MODES:
             raise ValueError(f"mode must be one of {SIBLING_MODES}, got {mode!r}")
         self.draft, self.branching, self.mode = draft_model, branching, mode
+        self.cache_capacity = None  # a preallocated draft cache for that many positions (make_proposer)
 
     def start(self, target, prompt_ids, sampling, generator, features):
         self.check_vocab("draft", hf.vocab_size(self.draft), target)
         self.sampling, self.generator = sampling, generator
-        self.cache = hf.new_cache(self.draft)  # committed tokens, plus this round's tree while drafting
+        self.runner = hf.runner(self.draft, self.cache_capacity)  # chapter 02's runner, on the draft
+        self.cache = self.runner.new_cache()  # committed tokens, plus this round's tree while drafting
         self.fed = 0  # nodes of this round's tree in the cache (all but the last level)
 
     def propose(self, tokens, max_depth):
@@ -146,8 +148,8 @@ class TreeDraftProposer(Proposer):
         if not shape:
             return None
         # Catch up: feed the committed tokens the draft has not seen (at least the pending root).
-        seen = hf.cache_length(self.cache)
-        logits = hf.forward(self.draft, tokens[seen:], self.cache, last_only=True).logits[-1:]
+        seen = self.runner.length(self.cache)
+        logits = self.runner.forward(tokens[seen:], self.cache, last_only=True).logits[-1:]
         self.forwards += 1
         start = len(tokens)  # the cache now holds exactly the committed tokens; the root is at start - 1
         node_tokens, parents, qs = [], [], []
@@ -171,7 +173,7 @@ class TreeDraftProposer(Proposer):
                 mask = torch.cat([prefix, ancestor_mask(parents)[first:]], 1)
                 positions = torch.full((len(new),), start + d)  # root position start - 1, depth d + 1
                 ids = tokens.new_tensor(node_tokens[first:])
-                out = hf.forward(self.draft, ids, self.cache, position_ids=positions, tree_mask=mask)
+                out = self.runner.forward(ids, self.cache, positions, mask)
                 logits = out.logits
                 self.forwards += 1
         q = torch.stack(qs) if qs else None  # all nodes sampled, or all deterministic picks
@@ -183,7 +185,7 @@ class TreeDraftProposer(Proposer):
         # the keys and values a fresh pass over the committed text would compute. The rest is dropped.
         start = verdict.root + 1  # the cache position right after this round's root
         kept = [node for node in verdict.path if node < self.fed]
-        hf.keep_cache_slots(self.cache, start, torch.tensor(kept, dtype=torch.long))
+        self.runner.keep(self.cache, start, torch.tensor(kept, dtype=torch.long))
 
 
 # %% notebooks/04_draft_trees.ipynb [1afecc1a]

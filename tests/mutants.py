@@ -260,8 +260,8 @@ MUTANTS = {
         "specdec_lib/speculative.py",
         [
             (
-                "        hf.crop_cache(self.cache, verdict.next_root)",
-                "        hf.crop_cache(self.cache, verdict.next_root + 1)",
+                "        self.runner.crop(self.cache, verdict.next_root)",
+                "        self.runner.crop(self.cache, verdict.next_root + 1)",
             )
         ],
     ),

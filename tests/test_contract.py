@@ -56,13 +56,22 @@ def test_every_method_has_a_fresh_reference():
     assert not missing, f"register a fresh teacher-forced reference (fresh_draft=...) for: {missing}"
 
 
-# Both target runners (issue 50): transformers' growing cache, and the preallocated one written in place.
-# The static one starts too small for prompt + 20 tokens + a tree, so it also grows mid-generation; it runs
-# the longest and the shortest-but-one lengths (the others only test the engine's room, not the cache).
+# Both target runners (issue 50): transformers' growing cache, and the preallocated one written in place,
+# the latter with preallocated drafter caches too. Both start too small for prompt + 20 tokens + a tree, so
+# they also grow mid-generation; the static run takes the longest and the shortest-but-one lengths (the
+# others only test the engine's room, not the caches).
 RUNNERS = {
     "dynamic": ((1, 2, 7, 20), lambda target: target),
     "static": ((2, 20), lambda t: hf.StaticRunner(t, 56)),
 }
+
+
+def preallocated(prop, runner, capacity=8):
+    """`prop` with preallocated drafter caches on the static run (methods that keep no cache stay as
+    they are: make_proposer refuses static_caches for them)."""
+    if runner == "static" and hasattr(prop, "cache_capacity"):
+        prop.cache_capacity = capacity
+    return prop
 
 
 @pytest.mark.parametrize("runner", RUNNERS)
@@ -74,7 +83,8 @@ def test_greedy_equals_autoregressive_drafts_are_fresh_and_caches_recompute(spec
     rounds = 0
     for prompt, ref in zip(prompts, refs, strict=True):
         for n in lengths:
-            prop, run = spy(name, sd.make_proposer(spec, target, draft), target), wrap(target)
+            prop = spy(name, preallocated(sd.make_proposer(spec, target, draft), runner), target)
+            run = wrap(target)
             out = sd.generate(run, prompt, n, prop, on_round=check_target_cache(run))
             assert out.tokens == ref[:n], f"{spec}: greedy output differs from plain decoding (n = {n})"
             assert out.stats.new_tokens == n and out.stats.target_forwards == len(out.stats.accepted)
@@ -150,14 +160,14 @@ def test_sampling_is_exactly_the_targets_distribution(spec, config, tiny, monkey
 
 @pytest.mark.parametrize("spec", LAW_SPECS)
 def test_the_static_runner_keeps_the_law(spec, tiny, monkeypatch):
-    """The preallocated target cache under every mode, once: the runner changes how the target's cache is
+    """The preallocated target cache (and drafter caches) under every mode, once: the runner changes how the target's cache is
     kept (a crop for a chain, an in-place gather for a tree), not the rule. The filtered law (T = 0.7, top-k,
     top-p) is the harder case; tree:2-1 takes T = 1, where its enumeration is 8x shorter."""
     target, draft = tiny
     config = "T=1" if spec == "tree:2-1" else "T=0.7 top-k 3 top-p 0.9"
     sampling, max_new = SAMPLINGS[config]
-    base = sd.make_proposer(spec, target, draft, weights="random")
-    runner = hf.StaticRunner(target, capacity=4)  # grows during the first round's prefill and tree
+    base = preallocated(sd.make_proposer(spec, target, draft, weights="random"), "static", capacity=2)
+    runner = hf.StaticRunner(target, capacity=4)  # both grow during the first round's prefill and tree
     law = first_two_tokens_law(runner, lambda: copy.copy(base), sampling, max_new, monkeypatch)
     assert law_gap(law, target_law(target, sampling)) < EXACT, f"{spec} on the static runner is lossy"
 

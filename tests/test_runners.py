@@ -10,11 +10,12 @@ import copy
 
 import pytest
 import torch
-from conftest import check_target_cache, gqa_model, tiny_model
+from conftest import check_target_cache, gqa_model, spy, tiny_model
 
 import specdec_lib as sd
 from specdec_lib import hf
 from specdec_lib.autoregressive import generate_ar
+from specdec_lib.layers import KVCache, StaticKVCache
 from specdec_lib.speculative import DraftTree
 
 
@@ -120,3 +121,68 @@ def test_runner_errors_are_clear(targets):
     with pytest.raises(ValueError, match=r"tree_mask must be \[2, 2\] or \[2, 5\]"):
         runner.forward(torch.tensor([1, 2]), cache, tree_mask=torch.ones(3, 3, dtype=torch.bool))
     assert hf.runner(runner) is runner and hf.runner(target).model is target
+
+
+# ------------------------------------------------------------------ the drafters' preallocated caches
+def test_the_static_drafter_cache_equals_the_growing_one():
+    """The same random sequence of appends, crops and tree compactions on both: the same keys and values."""
+    g = torch.Generator().manual_seed(0)
+    grow, static = KVCache(), StaticKVCache(capacity=3)  # small: it must grow on the way
+    for _ in range(40):
+        op = int(torch.randint(3, (1,), generator=g))
+        if op == 0 or len(grow) == 0:
+            n = int(torch.randint(1, 6, (1,), generator=g))
+            k, v = torch.randn(2, n, 4, generator=g), torch.randn(2, n, 4, generator=g)
+            got, want = static.append(k, v), grow.append(k, v)
+            assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+        elif op == 1:
+            length = int(torch.randint(len(grow) + 2, (1,), generator=g))
+            static.crop(length), grow.crop(length)
+        else:
+            start = int(torch.randint(len(grow), (1,), generator=g))
+            slots = (
+                torch.randperm(len(grow) - start, generator=g)[: max(0, len(grow) - start - 1)].sort().values
+            )
+            static.keep(start, slots), grow.keep(start, slots)
+        assert len(static) == len(grow)
+        if len(grow):
+            assert torch.equal(static.k, grow.k) and torch.equal(static.v, grow.v)
+
+
+def test_make_proposer_preallocates_only_where_there_is_a_cache():
+    target, draft, _ = sd.load_pair("tiny-code", device="cpu")
+    prop = sd.make_proposer("eagle3:8", target, draft, static_caches=32)
+    assert prop.cache_capacity == 32 and sd.make_proposer("eagle3:8", target, draft).cache_capacity is None
+    for spec, bad, match in [
+        ("ngram:4", 32, "keeps no drafter cache"),
+        ("medusa:8", 32, "keeps no drafter cache"),
+        ("chain:2", 0, "an int >= 1"),
+        ("chain:2", True, "an int >= 1"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            sd.make_proposer(spec, target, draft, static_caches=bad)
+    with pytest.raises(ValueError, match="capacity must be a positive int"):
+        StaticKVCache(0)
+
+
+@pytest.mark.parametrize("spec", ["eagle3:8", "dflash:8", "mtp-sequential"])
+def test_a_drafter_cache_that_loses_values_when_it_grows_is_caught(spec, monkeypatch):
+    """The deliberately broken variant: a preallocated drafter cache that forgets to copy the old values
+    into its bigger buffer. Shapes stay right, the drafts go wrong: the contract's fresh-draft check
+    (conftest.spy) must fail on it."""
+    append = StaticKVCache.append
+
+    def forgetful(self, k, v):
+        before, grows = self.length, self.keys is not None and self.length + k.shape[-2] > self.keys.shape[-2]
+        out = append(self, k, v)
+        if grows:
+            self.values[..., :before, :] = 0
+        return out
+
+    monkeypatch.setattr(StaticKVCache, "append", forgetful)
+    target, draft, tok = sd.load_pair("tiny-code", device="cpu")
+    prompts = [torch.tensor(tok.encode(p))[-40:] for p in sd.heldout_prompts(3)]
+    with pytest.raises(AssertionError, match="fresh|differ"):
+        for prompt in prompts:
+            prop = sd.make_proposer(spec, target, draft, static_caches=8)
+            sd.generate(target, prompt, 30, spy(spec.partition(":")[0], prop, target))
