@@ -126,12 +126,14 @@ def generate(
     seed: int | None = None,
     eos_token_id: int | None = None,
     on_round=None,
+    timed: bool = False,
 ):
     """Decode `max_new_tokens` after `prompt_ids` with `target`, drafting with `proposer` (None: plain).
 
     Lossless: greedy output equals plain greedy decoding token for token, and sampled output follows
     the target's distribution after temperature / top-k / top-p. Returns `.tokens` and `.stats`.
     `target` is a model, or a runner over it: `hf.StaticRunner(model, capacity)` preallocates its cache.
+    timed=True waits for a GPU at every step, so that the per-step times in `.stats` are exact.
     """
     from specdec_lib.speculative import generate as engine
 
@@ -148,6 +150,7 @@ def generate(
         eos_token_id,
         verify=verify,
         on_round=on_round,
+        timed=timed,
     )
 
 

@@ -64,9 +64,7 @@ def process_logits(logits: torch.Tensor, sampling: SamplingParams = SamplingPara
     This one function defines "the target's distribution" for the whole course: speculative decoding
     is lossless only if verification uses exactly these probabilities.
     """
-    logits = logits.float()
-    if torch.isnan(logits).any():
-        raise ValueError("logits contain NaN: the model produced invalid scores")
+    logits = logits.float()  # pure tensor arithmetic: nothing here makes the host wait for the device
     if sampling.greedy:  # a point mass on the argmax (first index on ties, like torch.argmax)
         return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).float()
     logits = logits / sampling.temperature
@@ -99,7 +97,10 @@ def sample_token(probs: torch.Tensor, generator: torch.Generator | None = None) 
         return int(probs.argmax())
     cdf = probs.cumsum(0, dtype=torch.float64)  # fp64: no rounding drift over 100k+ vocabularies
     u = torch.rand(1, generator=generator, device=probs.device, dtype=torch.float64)
-    return int(torch.searchsorted(cdf, u * cdf[-1], right=True))
+    token = int(torch.searchsorted(cdf, u * cdf[-1], right=True))
+    if token == len(probs):  # only NaN weights lead past the end: a clear error, no extra wait
+        raise ValueError("the distribution contains NaN: a model produced invalid scores")
+    return token
 
 
 def is_integer(x) -> bool:
@@ -169,6 +170,8 @@ def generate_ar(
     logits = hf.forward(model, ids, cache, last_only=True).logits[-1]  # prefill: the whole prompt, one pass
     new = []
     while len(new) < max_new_tokens:
+        if torch.isnan(logits).any():  # a broken model gets a clear error, not a made-up token
+            raise ValueError("logits contain NaN: the model produced invalid scores")
         token = sample_token(process_logits(logits, sampling), generator)
         new.append(token)
         if token == eos_token_id or len(new) == max_new_tokens:

@@ -207,9 +207,8 @@ def make_runner(spec: str, target, draft, eos):
         temperature, top_p = setting
         proposer = None if spec == "ar" else make_proposer(spec, target, draft)
         clock.lap()
-        out = sd.generate(
-            target, ids, n, proposer, temperature=temperature, top_p=top_p, seed=seed, eos_token_id=eos
-        )
+        how = {"temperature": temperature, "top_p": top_p, "seed": seed, "eos_token_id": eos}
+        out = sd.generate(target, ids, n, proposer, **how, timed=True)  # per-step times feed kc and V
         seconds = clock.lap()
         s = out.stats
         return Run(out.tokens, seconds, s.target_forwards, s, s.draft_forwards)

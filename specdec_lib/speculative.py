@@ -23,6 +23,7 @@ __all__ = [
 # %% notebooks/02_draft_and_verify.ipynb [c003]
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import torch
 
@@ -74,8 +75,9 @@ class DraftTree:
 
     @classmethod
     def chain(cls, tokens: torch.Tensor, q: torch.Tensor | None = None) -> "DraftTree":
-        parents = torch.arange(len(tokens), device=tokens.device) - 1
-        return cls(tokens, parents, q)
+        tree = cls(tokens, torch.arange(len(tokens), device=tokens.device) - 1, q)
+        tree.is_chain = True  # known by construction: nothing to read back from the device
+        return tree
 
     @classmethod
     def from_nodes(cls, tokens, parents, q=None) -> "DraftTree":
@@ -115,7 +117,7 @@ class DraftTree:
     def __len__(self) -> int:
         return len(self.tokens)
 
-    @property
+    @cached_property  # once per tree: reading a device tensor makes the host wait for the device
     def is_chain(self) -> bool:
         return bool((self.parents == torch.arange(len(self), device=self.parents.device) - 1).all())
 
@@ -386,14 +388,15 @@ def verify_greedy(tree: DraftTree, p: torch.Tensor, generator=None) -> tuple[lis
 
 # %% notebooks/02_draft_and_verify.ipynb [c022]
 class Clock:
-    """Seconds since the last lap (waits for the GPU first, so that laps measure finished work)."""
+    """Seconds since the last lap. A GPU runs behind the host, so with sync=True a lap first waits for it
+    and measures finished work; sync=False never waits (the laps then time the host's side only)."""
 
-    def __init__(self, device):
-        self.cuda = device.type == "cuda"
+    def __init__(self, device, sync: bool = True):
+        self.sync = sync and device.type == "cuda"
         self.last = self._now()
 
     def _now(self) -> float:
-        if self.cuda:
+        if self.sync:
             torch.cuda.synchronize()
         return time.perf_counter()
 
@@ -465,8 +468,15 @@ def verify_round(target, cache, tokens, tree, sampling, verify, generator=None, 
     else:
         ids, positions, mask = tree.flatten(int(tokens[-1]), len(tokens) - 1)
     out = hf.runner(target).forward(ids, cache, positions, mask, hidden_layers=layers)
+    # NaN scores get a clear error, read only after the verdict: the verifier has waited for the device
+    # by then anyway, so the check costs no extra wait (the q of a sampled draft is checked too).
+    broken = torch.isnan(out.logits).any()
+    if tree is not None and tree.q is not None:
+        broken |= torch.isnan(tree.q).any()
     p = process_logits(out.logits, sampling)
     path, nxt = ([], sample_token(p[0], generator)) if tree is None else verify(tree, p, generator)
+    if broken:
+        raise ValueError("NaN in the target's logits or the draft's q: a model produced invalid scores")
     new = [int(t) for t in tree.tokens[path]] + [nxt] if path else [nxt]
     if eos is not None and eos in new:  # nothing after EOS
         new = new[: new.index(eos) + 1]
@@ -497,6 +507,7 @@ def generate(
     eos_token_id: int | None = None,
     verify=None,
     on_round=None,
+    timed: bool = False,
 ) -> Generation:
     """The decoding engine: prefill, then rounds of propose -> verify in ONE target pass -> commit.
 
@@ -506,6 +517,7 @@ def generate(
     proposer=None is plain autoregressive decoding: every round verifies just the root.
     `target` is a model (transformers' growing cache) or an `hf.Runner`, e.g. `hf.StaticRunner(model)`.
     on_round(tokens, verdict, cache), if given, is called after every round (tests, figures).
+    timed=True makes the per-step times in `stats` exact on a GPU, by waiting for it at every step.
     """
     sampling = SamplingParams(temperature, top_k, top_p)
     runner = hf.runner(target)  # the engine's one way to the target; the proposers get the model itself
@@ -513,7 +525,7 @@ def generate(
     tokens = prompt = check_request(target, prompt_ids, max_new_tokens, eos_token_id)
     verify = check_verifier(verify, sampling)
     check_proposer(proposer, target)
-    generator, stats, clock = make_generator(seed, prompt.device), Stats(), Clock(prompt.device)
+    generator, stats, clock = make_generator(seed, prompt.device), Stats(), Clock(prompt.device, timed)
     layers, forwards0 = (proposer.feature_layers, proposer.forwards) if proposer is not None else ((), 0)
     cache, features = prefill(runner, prompt, layers)
     if proposer is not None:

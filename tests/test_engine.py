@@ -14,7 +14,13 @@ from conftest import ExactLaw, continuation_logits, split_tables, tiny_model
 
 import specdec_lib as sd
 from specdec_lib import hf, rejection
-from specdec_lib.autoregressive import SamplingParams, generate_ar, generate_no_cache, process_logits
+from specdec_lib.autoregressive import (
+    SamplingParams,
+    generate_ar,
+    generate_no_cache,
+    process_logits,
+    sample_token,
+)
 from specdec_lib.speculative import DraftTree, Proposer, ancestor_mask
 
 PROMPTS = [[1, 2, 3], [5], [7, 7, 7, 7, 0, 3, 9], [15, 14, 13, 12, 11]]
@@ -36,9 +42,34 @@ def test_bad_sampling_arguments_raise(kwargs):
         SamplingParams(**kwargs)
 
 
-def test_nan_logits_raise():
+def broken_model(seed):
+    """A model whose scores are NaN after two particular tokens (a model gone wrong mid-generation)."""
+    model = tiny_model(seed=seed)
+    with torch.no_grad():
+        model.get_input_embeddings().weight[[3, 9]] = float("nan")
+    return model
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_nan_logits_raise_a_clear_error(temperature):
+    """process_logits never reads back from the device (issue 50); the decoding loops check instead: a
+    target that scores NaN raises in plain and speculative decoding, and so does a draft whose q is NaN
+    under sampling (at T = 0 its drafts are guesses that verification rejects: the output stays exact)."""
+    bad, good, prompt = broken_model(0), tiny_model(seed=0), [1, 2, 3]
     with pytest.raises(ValueError, match="NaN"):
-        process_logits(torch.tensor([0.0, float("nan")]), SamplingParams(1.0))
+        sample_token(torch.tensor([0.5, float("nan"), 0.5]))
+    with pytest.raises(ValueError, match="NaN"):
+        generate_ar(bad, prompt, 4, SamplingParams(temperature), seed=0)
+    with pytest.raises(ValueError, match="NaN"):
+        sd.generate(bad, prompt, 4, temperature=temperature, seed=0)
+    with pytest.raises(ValueError, match="NaN"):
+        sd.generate(bad, prompt, 4, sd.DraftModelProposer(good, 2), temperature=temperature, seed=0)
+    draft = sd.DraftModelProposer(broken_model(1), 2)
+    if temperature > 0:
+        with pytest.raises(ValueError, match="NaN"):
+            sd.generate(good, prompt, 4, draft, temperature=temperature, seed=0)
+    else:
+        assert sd.generate(good, prompt, 8, draft).tokens == generate_ar(good, prompt, 8)
 
 
 @pytest.mark.parametrize("t,k,p", [(1.0, None, None), (0.7, None, 0.9), (1.3, 5, None), (0.5, 8, 0.8)])
