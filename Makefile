@@ -44,8 +44,11 @@ lint: $(STAMP)
 	$(PY) -m ruff format --check specdec_lib tests teacher
 	$(PY) specdec_lib/_export.py --check
 
+# Two workers (the tests use one torch thread each: tiny models), each test going to whichever worker is
+# free; the slowest tests are listed, so that the time spent stays visible.
+JOBS ?= 2
 unit: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider tests/
+	$(PY) -m pytest -q -p no:cacheprovider -n $(JOBS) --dist worksteal --durations=12 tests/
 
 nbval: $(STAMP)
 	@if [ -z "$(NOTEBOOKS)" ]; then echo "nbval: no notebooks in notebooks/, nothing to run"; exit 0; fi; \
