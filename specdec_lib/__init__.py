@@ -19,7 +19,7 @@ Generated from notebooks (edit the notebook, then `make export`):
     ngram           chapter 12  prompt lookup (a free drafter)
 Hand-written support: methods (the method registry, `make_proposer`), zoo (offline models), hf (the
 transformers adapter, and the target runners: `hf.Runner`, transformers' growing cache, the default;
-`hf.StaticRunner`, preallocated and written in place), checks (exercise checkers), bench (the benchmark harness), _export (the notebook exporter).
+`hf.StaticRunner`, preallocated and written in place; `hf.CompiledRunner`, its passes compiled), checks (exercise checkers), bench (the benchmark harness), _export (the notebook exporter).
 
 Every public name of these modules (each generated module's `__all__`) is also `specdec_lib.NAME`,
 imported on first use (the table `_EXPORTS` below).
@@ -127,6 +127,7 @@ def generate(
     eos_token_id: int | None = None,
     on_round=None,
     timed: bool = False,
+    compile: bool = False,
 ):
     """Decode `max_new_tokens` after `prompt_ids` with `target`, drafting with `proposer` (None: plain).
 
@@ -134,8 +135,20 @@ def generate(
     the target's distribution after temperature / top-k / top-p. Returns `.tokens` and `.stats`.
     `target` is a model, or a runner over it: `hf.StaticRunner(model, capacity)` preallocates its cache.
     timed=True waits for a GPU at every step, so that the per-step times in `.stats` are exact.
+    compile=True runs the target's passes compiled (`hf.CompiledRunner`): the same tokens, after a
+    one-time compilation per pass shape (tens of seconds on a CPU; see chapter 12).
     """
+    from specdec_lib import hf
     from specdec_lib.speculative import generate as engine
+
+    if compile:
+        if isinstance(target, hf.Runner) and not isinstance(target, hf.CompiledRunner):
+            raise ValueError("compile=True compiles a model's passes: pass the model, not a runner")
+        if not isinstance(target, hf.Runner):  # room for the prompt, the new tokens and a 64-node tree
+            import torch
+
+            needed = torch.as_tensor(prompt_ids).numel() + max_new_tokens + 65
+            target = hf.CompiledRunner(target, max(512, 1 << (needed - 1).bit_length()))
 
     verify = None if temperature == 0 else _verify_sampled
     return engine(

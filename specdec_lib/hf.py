@@ -156,12 +156,13 @@ def _tree_columns(tree_mask, n: int, past: int) -> slice:
     raise ValueError(f"tree_mask must be [{n}, {n}] or [{n}, {past + n}], got {list(tree_mask.shape)}")
 
 
-def _call(model, input_ids, cache, position_ids, mask, hidden_layers, last_only) -> ForwardOut:
-    """One model call [1, n] with the course's options; `mask` is an additive [n, keys] mask or None (causal)."""
+def _call(model, input_ids, cache, position_ids, mask, hidden_layers, last_only, cache_kw=None) -> ForwardOut:
+    """One model call [1, n] with the course's options; `mask` is an additive [n, keys] mask or None (causal).
+    `cache_kw`: the cache argument's name, when the caller looked it up already (a compiled pass does)."""
     n = input_ids.shape[1]
     kwargs = {"use_cache": cache is not None}
     if cache is not None:
-        kwargs[_cache_kwarg(model)] = cache
+        kwargs[cache_kw or _cache_kwarg(model)] = cache
     if position_ids is not None:
         kwargs["position_ids"] = position_ids.reshape(1, n).to(input_ids.device)
     if mask is not None:
@@ -277,21 +278,38 @@ class StaticRunner(Runner):
         if input_ids.dim() == 1:
             input_ids = input_ids[None]
         n, past = input_ids.shape[1], cache.length
-        if past + n > cache.capacity:
-            self._grow(cache, past + n)
+        m = self.padded(n, past)  # the pass's length: n here; a compiled runner pads to fixed shapes
+        if past + m > cache.capacity:
+            self._grow(cache, past + m)
         device = input_ids.device
         if position_ids is None:
             position_ids = torch.arange(past, past + n, device=device)
-        mask = self.causal[past : past + n, : cache.capacity]  # slots after past + i are hidden
+        mask = self.causal[past : past + m, : cache.capacity]  # slots after past + i are hidden
         if tree_mask is not None:
             mask = mask.clone()
             allowed = tree_mask.to(device, torch.bool)
-            mask[:, _tree_columns(tree_mask, n, past)] = torch.where(
+            mask[:n, _tree_columns(tree_mask, n, past)] = torch.where(
                 allowed, 0.0, torch.finfo(mask.dtype).min
             )
-        out = _call(self.model, input_ids, cache.kv, position_ids, mask, hidden_layers, last_only)
+        if m > n:  # padding tokens go after the real ones, in slots no real row sees, and are dropped
+            input_ids = torch.nn.functional.pad(input_ids, (0, m - n))
+            position_ids = position_ids.reshape(-1)
+            position_ids = torch.cat([position_ids, position_ids[-1:].expand(m - n)])
+        out = self._pass(
+            input_ids, cache.kv, position_ids, mask, hidden_layers, last_only and m == n, past == 0
+        )
         cache.length = past + n
+        if m > n:
+            self.crop(cache, past + n)  # the model wrote m slots: the next pass writes after the real n
+            rows = slice(n - 1, n) if last_only else slice(0, n)
+            out = ForwardOut(out.logits[rows], {i: h[:n] for i, h in out.hidden.items()})
         return out
+
+    def padded(self, n: int, past: int) -> int:
+        return n
+
+    def _pass(self, input_ids, kv, position_ids, mask, hidden_layers, last_only, prefill: bool) -> ForwardOut:
+        return _call(self.model, input_ids, kv, position_ids, mask, hidden_layers, last_only)
 
     def keep(self, cache: StaticKV, start: int, slots: torch.Tensor) -> None:
         m = slots.numel()
@@ -309,6 +327,53 @@ class StaticRunner(Runner):
 
     def length(self, cache: StaticKV) -> int:
         return cache.length
+
+
+def _compiled_pass(model, input_ids, kv, position_ids, mask, hidden_layers, cache_kw):
+    out = _call(model, input_ids, kv, position_ids, mask, hidden_layers, False, cache_kw)
+    return out.logits, out.hidden
+
+
+class CompiledRunner(StaticRunner):
+    """A StaticRunner whose passes after the prefill run through `torch.compile` with fixed shapes (issue 50).
+
+    A pass of n tokens is padded to a bucket: 1 (a decoding step), else 1 + a power of two (a root and a
+    tree of 1, 2, 4, 8, 16 ... nodes), so that a method's verification always has the same shape and
+    nothing recompiles from round to round; the prefill (one pass of any length) stays eager. Each bucket,
+    and each set of requested hidden layers, compiles once per process: tens of seconds on a CPU, so
+    this pays off over long generations only (the benchmark reports the break-even). Capacity is part of
+    every shape: size it once for the longest prompt + new tokens + tree, since growing recompiles.
+    The model code is transformers' own, unchanged: the compiled path wraps the eager one.
+    """
+
+    def __init__(self, model, capacity: int = 512):
+        super().__init__(model, capacity)
+        # One graph per bucket, per set of hidden layers and per model: more than dynamo's default of 8
+        # (past which it would fall back to eager without a word).
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+        self.compiled = torch.compile(_compiled_pass, dynamic=False)
+
+    def padded(self, n: int, past: int) -> int:
+        if past == 0 or n == 1:
+            return n
+        return 1 + (1 << (n - 2).bit_length())  # 1 + the smallest power of two >= n - 1
+
+    def _pass(self, input_ids, kv, position_ids, mask, hidden_layers, last_only, prefill: bool) -> ForwardOut:
+        if prefill:
+            return super()._pass(input_ids, kv, position_ids, mask, hidden_layers, last_only, prefill)
+        kw = _cache_kwarg(self.model)  # looked up here: dynamo would trace the signature lookup
+        logits, hidden = self.compiled(
+            self.model, input_ids, kv, position_ids, mask.clone(), tuple(hidden_layers), kw
+        )
+        return ForwardOut(logits, hidden)
+
+
+def compiled_graphs() -> int:
+    """How many graphs torch.compile has built in this process: read it before and after a generation to
+    see that nothing recompiled."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
 
 
 def forward_batch(model, input_ids: torch.Tensor, cache=None) -> torch.Tensor:

@@ -7,6 +7,7 @@ QK-norm targets, the errors, and a broken runner that the cache check catches.
 """
 
 import copy
+import shutil
 
 import pytest
 import torch
@@ -186,3 +187,72 @@ def test_a_drafter_cache_that_loses_values_when_it_grows_is_caught(spec, monkeyp
         for prompt in prompts:
             prop = sd.make_proposer(spec, target, draft, static_caches=8)
             sd.generate(target, prompt, 30, spy(spec.partition(":")[0], prop, target))
+
+
+# --------------------------------------------------------------------------- the compiled runner
+needs_compiler = pytest.mark.skipif(
+    not any(shutil.which(c) for c in ("g++", "c++", "clang++")),
+    reason="torch.compile on a CPU needs a C++ compiler",
+)
+
+
+class ForgetfulPadding(hf.CompiledRunner):
+    """The deliberately broken variant: a crop that only ever shortens. After a padded pass the length
+    is already right, so the write position (where the padding ended) is never moved back."""
+
+    def crop(self, cache, length):
+        if length < cache.length:
+            super().crop(cache, length)
+
+
+@needs_compiler
+def test_the_compiled_runner_pads_to_fixed_shapes_keeps_greedy_output_and_compiles_once():
+    target, draft, tok = sd.load_pair("tiny-code", device="cpu")
+    prompts = [torch.tensor(tok.encode(p))[-40:] for p in sd.heldout_prompts(2)]
+    runner = hf.CompiledRunner(target, capacity=128)
+    assert [runner.padded(n, 9) for n in (1, 2, 3, 4, 5, 6, 17, 18)] == [1, 2, 3, 5, 5, 9, 17, 33]
+    assert runner.padded(7, 0) == 7  # the prefill runs eagerly, at its own length
+    want = [generate_ar(target, p, 24) for p in prompts]
+
+    def run(r, spec):
+        outs = []
+        for prompt in prompts:
+            prop = (
+                None
+                if spec == "ar"
+                else spy(spec.split(":")[0], sd.make_proposer(spec, target, draft), target)
+            )
+            outs.append(sd.generate(r, prompt, 24, prop, on_round=check_target_cache(r)).tokens)
+        return outs
+
+    for spec in ["ar", "chain:3", "tree:2-2-1"]:
+        assert run(runner, spec) == want, f"{spec}: compiled greedy output differs from plain decoding"
+        graphs = hf.compiled_graphs()
+        assert run(runner, spec) == want and hf.compiled_graphs() == graphs, f"{spec} recompiled"
+    with pytest.raises(AssertionError):  # a broken padding is caught: by the cache check or the tokens
+        for prompt in prompts:
+            broken = ForgetfulPadding(target, capacity=128)
+            out = sd.generate(broken, prompt, 24, sd.make_proposer("chain:3", target, draft),
+                              on_round=check_target_cache(broken))  # fmt: skip
+            assert out.tokens == generate_ar(target, prompt, 24)
+
+
+@needs_compiler
+@pytest.mark.parametrize("spec", ["chain:3", "tree:2-1"])
+def test_the_compiled_runner_keeps_the_law(spec, monkeypatch):
+    from test_contract import SAMPLINGS, first_two_tokens_law, law_gap, target_law
+
+    target = tiny_model(vocab=8, seed=0, scale=3.0)
+    draft = tiny_model(vocab=8, seed=1, layers=1, scale=3.0)
+    sampling, max_new = SAMPLINGS["T=1"]
+    base = sd.make_proposer(spec, target, draft, weights="random")
+    runner = hf.CompiledRunner(target, capacity=64)
+    for seed in range(4):  # compile first: dynamo must not start up inside the enumeration's patched torch
+        sd.generate(runner, [1, 2, 3], max_new, copy.copy(base), temperature=1.0, seed=seed)
+    law = first_two_tokens_law(runner, lambda: copy.copy(base), sampling, max_new, monkeypatch)
+    assert law_gap(law, target_law(target, sampling)) < 1e-5, f"{spec} on the compiled runner is lossy"
+
+
+def test_compile_is_one_switch_with_clear_errors(targets):
+    with pytest.raises(ValueError, match="pass the model, not a runner"):
+        sd.generate(hf.StaticRunner(targets["llama"]), [1, 2], 2, compile=True)
