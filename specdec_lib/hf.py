@@ -206,11 +206,13 @@ class Runner:
         return cache_length(cache)
 
 
-def runner(target, capacity: int | None = None) -> Runner:
-    """`target` as a Runner: a model gets the default one (a few attributes: cheap to make per call), or a
-    StaticRunner when `capacity` (positions to preallocate) is given."""
+def runner(target, capacity: int | None = None, compiled: bool = False) -> Runner:
+    """`target` as a Runner: a model gets the default one (a few attributes: cheap to make per call), a
+    StaticRunner when `capacity` (positions to preallocate) is given, a CompiledRunner when `compiled`."""
     if isinstance(target, Runner):
         return target
+    if compiled:
+        return CompiledRunner(target, capacity or 512)
     return Runner(target) if capacity is None else StaticRunner(target, capacity)
 
 

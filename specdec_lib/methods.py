@@ -22,6 +22,7 @@ methods of the chapters before it.
 
 from __future__ import annotations
 
+import copy
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -133,13 +134,23 @@ def zoo_stages() -> dict[str, list[str]]:
     return stages
 
 
-def make_proposer(spec: str, target, draft=None, weights: str = "zoo", static_caches: int | None = None):
+def make_proposer(
+    spec: str,
+    target,
+    draft=None,
+    weights: str = "zoo",
+    static_caches: int | None = None,
+    compile: bool = False,
+):
     """A fresh proposer for `spec` ("NAME" or "NAME:ARG", e.g. "chain:4", "tree:3-2-1", "medusa:16").
 
     weights="zoo" loads the zoo's trained weights for `target` (once per target; later calls reuse
     them); weights="random" builds the method's modules untrained, for any target (tests, training).
     static_caches=N preallocates the drafter's caches for N positions (they grow if a text needs more):
-    the fast path's fixed shapes (issue 50). Methods with no drafter cache (prompt lookup, Medusa) refuse it."""
+    the fast path's fixed shapes (issue 50). Methods with no drafter cache (prompt lookup, Medusa) refuse it.
+    compile=True compiles the drafting passes: a draft model's through `hf.CompiledRunner` (fixed shapes),
+    a feature drafter's forward and logits with dynamic shapes (its passes change length every tree level);
+    the proposer's own loop stays eager Python. Compile the target with `generate(..., compile=True)`."""
     if not isinstance(spec, str):
         raise ValueError(f"a method spec is a string such as 'chain:4', got {spec!r}")
     if weights not in WEIGHTS:
@@ -157,7 +168,26 @@ def make_proposer(spec: str, target, draft=None, weights: str = "zoo", static_ca
         if not hasattr(proposer, "cache_capacity"):
             raise ValueError(f"method {name!r} keeps no drafter cache to preallocate (static_caches)")
         proposer.cache_capacity = static_caches
+    if compile:
+        _compile_drafting(proposer, name)
     return proposer
+
+
+COMPILED_CALLS = ("forward", "logits")  # a feature drafter's per-level calls
+
+
+def _compile_drafting(proposer, name: str) -> None:
+    if hasattr(proposer, "compiled"):  # a draft model: its runner pads to fixed shapes
+        proposer.compiled = True
+    elif isinstance(getattr(proposer, "drafter", None), torch.nn.Module):
+        # A shallow copy shares the weights: the zoo's cached drafter itself stays eager for other proposers.
+        drafter = copy.copy(proposer.drafter)
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+        for call in COMPILED_CALLS:
+            setattr(drafter, call, torch.compile(getattr(drafter, call), dynamic=True))
+        proposer.drafter = drafter
+    else:
+        raise ValueError(f"method {name!r} has no draft model or feature drafter to compile (compile=True)")
 
 
 # Trained modules loaded from the zoo, per target object (dropped with the target).

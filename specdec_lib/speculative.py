@@ -331,12 +331,13 @@ class DraftModelProposer(Proposer):
             raise ValueError("DraftModelProposer(draft_model, k): a causal LM first, then the draft length")
         self.draft, self.k = draft_model, check_int("k (tokens drafted per round)", k)
         self.cache_capacity = None  # a preallocated draft cache for that many positions (make_proposer)
+        self.compiled = False  # compiled draft passes (make_proposer(..., compile=True))
 
     def start(self, target, prompt_ids, sampling, generator, features):
         self.check_vocab("draft", hf.vocab_size(self.draft), target)
         self.sampling, self.generator = sampling, generator
         # The draft is reached through a runner too (hf.Runner; preallocated: hf.StaticRunner).
-        self.runner = hf.runner(self.draft, self.cache_capacity)
+        self.runner = hf.runner(self.draft, self.cache_capacity, self.compiled)
         self.cache = self.runner.new_cache()  # the draft's own KV cache, rolled back every round
 
     def propose(self, tokens, max_depth):

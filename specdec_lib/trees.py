@@ -134,11 +134,12 @@ class TreeDraftProposer(Proposer):
             raise ValueError(f"mode must be one of {SIBLING_MODES}, got {mode!r}")
         self.draft, self.branching, self.mode = draft_model, branching, mode
         self.cache_capacity = None  # a preallocated draft cache for that many positions (make_proposer)
+        self.compiled = False  # compiled draft passes (make_proposer(..., compile=True))
 
     def start(self, target, prompt_ids, sampling, generator, features):
         self.check_vocab("draft", hf.vocab_size(self.draft), target)
         self.sampling, self.generator = sampling, generator
-        self.runner = hf.runner(self.draft, self.cache_capacity)  # chapter 02's runner, on the draft
+        self.runner = hf.runner(self.draft, self.cache_capacity, self.compiled)  # chapter 02's, on the draft
         self.cache = self.runner.new_cache()  # committed tokens, plus this round's tree while drafting
         self.fed = 0  # nodes of this round's tree in the cache (all but the last level)
 

@@ -256,3 +256,35 @@ def test_the_compiled_runner_keeps_the_law(spec, monkeypatch):
 def test_compile_is_one_switch_with_clear_errors(targets):
     with pytest.raises(ValueError, match="pass the model, not a runner"):
         sd.generate(hf.StaticRunner(targets["llama"]), [1, 2], 2, compile=True)
+
+
+@needs_compiler
+def test_compiled_drafting_keeps_greedy_output_and_leaves_the_zoo_drafter_eager():
+    target, draft, tok = sd.load_pair("tiny-code", device="cpu")
+    prompts = [torch.tensor(tok.encode(p))[-40:] for p in sd.heldout_prompts(2)]
+    want = [generate_ar(target, p, 24) for p in prompts]
+    for spec in ["chain:3", "eagle3:8", "dflash:8"]:
+        for _ in range(2):  # the second pass over the prompts builds no new graph
+            graphs = hf.compiled_graphs()
+            got = [sd.generate(target, p, 24, sd.make_proposer(spec, target, draft, compile=True),
+                               compile=True).tokens for p in prompts]  # fmt: skip
+            assert got == want, f"{spec}: compiled greedy output differs from plain decoding"
+        assert hf.compiled_graphs() == graphs, f"{spec} recompiled"
+    eager = sd.make_proposer("eagle3:8", target, draft)
+    assert "forward" not in vars(eager.drafter), "compile=True changed the zoo's shared drafter"
+    with pytest.raises(ValueError, match="no draft model or feature drafter to compile"):
+        sd.make_proposer("ngram:4", target, draft, compile=True)
+
+
+@needs_compiler
+def test_a_compiled_feature_drafter_keeps_the_law(monkeypatch):
+    from test_contract import SAMPLINGS, first_two_tokens_law, law_gap, target_law
+
+    target = tiny_model(vocab=8, seed=0, scale=3.0)
+    sampling, max_new = SAMPLINGS["T=1"]
+    base = sd.make_proposer("eagle:4", target, weights="random", compile=True)
+    runner = hf.CompiledRunner(target, capacity=64)
+    for seed in range(4):  # compile first: dynamo must not start up inside the enumeration's patched torch
+        sd.generate(runner, [1, 2, 3], max_new, copy.copy(base), temperature=1.0, seed=seed)
+    law = first_two_tokens_law(runner, lambda: copy.copy(base), sampling, max_new, monkeypatch)
+    assert law_gap(law, target_law(target, sampling)) < 1e-5, "compiled EAGLE drafting is lossy"
