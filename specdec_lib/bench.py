@@ -18,6 +18,9 @@ alike). Methods are registry specs (`specdec_lib.methods`) or transformers' own 
     hf-assisted:heuristic   K starts at transformers' 20 and moves +2 / -1 after full / partial acceptance
     hf-lookup:N     model.generate(prompt_lookup_num_tokens=N): prompt lookup, no drafter (it matches up to
                     2 tokens and copies after the earliest occurrence; our `ngram` up to 3, the latest)
+    SPEC@compiled   one of ours (or ar) with the target's and the drafter's passes compiled: generate(...,
+                    compile=True) and make_proposer(..., compile=True); `--compile` adds one for every
+                    method of ours that has passes to compile (issue 50). The warm-up compiles.
 
 Definitions (one of each, used everywhere):
 - speedup = (total new tokens / total seconds) of the method over the same ratio of `ar`, per repeat,
@@ -91,11 +94,19 @@ DEFAULT_METHODS = ",".join([*bench_defaults(), "hf", "hf-assisted:4", "hf-assist
 
 # ------------------------------------------------------------------------------------ the runners
 class PassCounter:
-    """Counts a model's forward calls (hook), for the target passes and draft passes of the peers."""
+    """Counts a model's forward calls, for the target passes and draft passes of the peers: a hook
+    installed only inside `with counter:`, since a compiled pass of the same model would trace it and
+    recompile at every count."""
 
     def __init__(self, model):
-        self.calls = 0
-        self.handle = model.register_forward_hook(self._hook)
+        self.model, self.calls = model, 0
+
+    def __enter__(self):
+        self.handle = self.model.register_forward_hook(self._hook)
+        return self
+
+    def __exit__(self, *exc):
+        self.handle.remove()
 
     def _hook(self, *_):
         self.calls += 1
@@ -158,6 +169,9 @@ def _peer_settings(spec: str, draft):
     }
 
 
+COMPILED = "@compiled"
+
+
 def make_runner(spec: str, target, draft, eos):
     """A function (ids, max_new_tokens, (temperature, top_p), seed) -> Run for one method spec."""
     device = hf.device_of(target)
@@ -178,7 +192,7 @@ def make_runner(spec: str, target, draft, eos):
             t_calls, d_calls = counters[0].calls, counters[1].calls if counters[1] else 0
             clock.lap()
             with _assistant_config(draft, **settings) if settings else contextlib.nullcontext():
-                with torch.inference_mode():
+                with torch.inference_mode(), counters[0], counters[1] or contextlib.nullcontext():
                     out = target.generate(
                         ids[None],
                         max_new_tokens=n,
@@ -200,15 +214,16 @@ def make_runner(spec: str, target, draft, eos):
 
     from specdec_lib.methods import make_proposer
 
+    spec, compiled = spec.removesuffix(COMPILED), spec.endswith(COMPILED)
     if spec != "ar":
-        make_proposer(spec, target, draft)  # fail fast on a bad spec; load any zoo weights once
+        make_proposer(spec, target, draft, compile=compiled)  # fail fast on a bad spec; load zoo weights once
 
     def ours(ids, n, setting, seed):
         temperature, top_p = setting
-        proposer = None if spec == "ar" else make_proposer(spec, target, draft)
+        proposer = None if spec == "ar" else make_proposer(spec, target, draft, compile=compiled)
         clock.lap()
         how = {"temperature": temperature, "top_p": top_p, "seed": seed, "eos_token_id": eos}
-        out = sd.generate(target, ids, n, proposer, **how, timed=True)  # per-step times feed kc and V
+        out = sd.generate(target, ids, n, proposer, **how, timed=True, compile=compiled)  # timed: kc and V
         seconds = clock.lap()
         s = out.stats
         return Run(out.tokens, seconds, s.target_forwards, s, s.draft_forwards)
@@ -309,7 +324,7 @@ def measure(
         texts = zoo.heldout_prompts(prompts)
         prompts = [torch.tensor(tok.encode(p), device=device) for p in texts]
     specs = ["ar"] + [m for m in methods if m != "ar"]
-    from specdec_lib.methods import METHODS
+    from specdec_lib.methods import METHODS, make_proposer
 
     skipped = {}
     for m in list(specs):  # what this preset cannot run: no draft model, or no trained weights for it
@@ -318,12 +333,18 @@ def measure(
             skipped[m] = f"preset {preset} has no draft model"
         elif entry is not None and entry.zoo_weights and not zoo.has_weights(entry.zoo_weights, preset):
             skipped[m] = f"no zoo weights for preset {preset}"
+        elif m.endswith(COMPILED) and m != "ar" + COMPILED:
+            try:
+                make_proposer(m.removesuffix(COMPILED), target, draft, compile=True)
+            except ValueError as e:  # a method with no passes of its own to compile
+                skipped[m] = str(e)
         if m in skipped:
             specs.remove(m)
     runners = {m: make_runner(m, target, draft, eos) for m in specs}
-    for fn in runners.values():  # warm-up: every path once (kernels, caches, lazy imports)
-        for t in temperatures:
-            fn(prompts[0][-32:], 8, t, 0)
+    for m, fn in runners.items():  # warm-up: every path once (kernels, caches, lazy imports, compilation)
+        for t in temperatures:  # a compiled method decodes a whole prompt: its pass shapes compile here
+            fn(*((prompts[0], max_new_tokens) if m.endswith(COMPILED) else (prompts[0][-32:], 8)), t, 0)
+    graphs = hf.compiled_graphs()  # what torch.compile builds after the warm-up is a recompilation
     from tqdm.auto import tqdm
 
     total = len(temperatures) * repeats * len(prompts) * len(specs)
@@ -377,6 +398,7 @@ def measure(
         "repeats": repeats,
         "temperatures": [setting_key(t) for t in temperatures],
         "methods": specs,
+        "recompiles_after_warmup": hf.compiled_graphs() - graphs,
         "skipped": skipped,
         "errors": errors,
         "results": results,
@@ -443,6 +465,11 @@ def markdown(report) -> str:
         "plain AR's, median of repeats [per-prompt quartiles]; predicted = tau / (1 + kc + V), the decoding "
         "speedup with no engine overhead; efficiency = measured decoding speedup (prefill out) / predicted.",
     ]
+    if any(m.endswith(COMPILED) for m in report["methods"]):
+        lines += [
+            "",
+            f"Graphs compiled after the warm-up (recompilations): {report['recompiles_after_warmup']}.",
+        ]
     for t, rows in report["results"].items():
         ar = rows["ar"]
         lines += [
@@ -599,9 +626,13 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     ap.add_argument("--out", default="_build/bench", help="folder for bench.json, bench.md, bench.png")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    ap.add_argument("--compile", action="store_true", help="also run ar and each of our methods compiled")
     args = ap.parse_args(argv)
     args.argv = argv
     args.methods = [m for m in args.methods.split(",") if m]
+    if args.compile:  # beside each eager row, its compiled twin (peers are transformers' own: none)
+        ours = ["ar"] + [m for m in args.methods if m != "ar" and m.partition(":")[0] not in PEERS]
+        args.methods += [m + COMPILED for m in ours if not m.endswith(COMPILED)]
     try:
         args.temperatures = [sampling_setting(t) for t in args.temperature.split(",") if t]
     except ValueError as e:

@@ -1,6 +1,7 @@
 """The benchmark harness: its definitions and its greedy-equality guard (timings are never asserted)."""
 
 import json
+import shutil
 
 import pytest
 
@@ -61,6 +62,27 @@ def test_measure_on_the_zoo_asserts_greedy_equality_and_reports_every_method():
         assert rows["hf-assisted:2"]["draft_passes_per_round"] > 0  # counted by the hook on the draft
     text = bench.markdown(report)
     assert all(f"| {m} |" in text for m in specs)
+
+
+@pytest.mark.skipif(
+    not any(shutil.which(c) for c in ("g++", "c++", "clang++")), reason="needs a C++ compiler"
+)
+def test_compiled_rows_sit_beside_the_eager_ones(monkeypatch, capsys):
+    """bench --compile adds SPEC@compiled for ar and each of ours (not for transformers' peers); a method with
+    nothing to compile is skipped with the reason; the compiled rows keep greedy output; the warm-up compiles
+    everything, so nothing is compiled while timing."""
+    seen = {}
+    monkeypatch.setattr(bench, "run", lambda args: seen.setdefault("methods", args.methods) and True)
+    with pytest.raises(SystemExit):
+        bench.main(["run", "--methods", "chain:2,hf", "--compile"])
+    assert seen["methods"] == ["chain:2", "hf", "ar@compiled", "chain:2@compiled"]
+    specs = ["ar@compiled", "chain:2@compiled", "ngram:4@compiled"]
+    report = bench.measure(specs, (0.0,), prompts=2, max_new_tokens=8, repeats=1, quiet=True)
+    assert report["errors"] == [] and "ngram:4@compiled" in report["skipped"]
+    rows = report["results"]["0"]
+    assert rows["chain:2@compiled"]["greedy_identical"] == rows["ar@compiled"]["greedy_identical"] == 2
+    n = report["recompiles_after_warmup"]  # a pass shape first seen while timing (tests/test_runners.py
+    assert f"recompilations): {n}" in bench.markdown(report)  # checks that a second pass compiles nothing)
 
 
 def test_a_greedy_mismatch_is_an_error(monkeypatch, tmp_path):
