@@ -144,11 +144,11 @@ def generate(
     if compile:
         if isinstance(target, hf.Runner) and not isinstance(target, hf.CompiledRunner):
             raise ValueError("compile=True compiles a model's passes: pass the model, not a runner")
-        if not isinstance(target, hf.Runner):  # room for the prompt, the new tokens and a 64-node tree
-            import torch
+        import torch
 
-            needed = torch.as_tensor(prompt_ids).numel() + max_new_tokens + 65
-            target = hf.CompiledRunner(target, max(512, 1 << (needed - 1).bit_length()))
+        # room for the prompt, the new tokens and a 64-node tree: growing later would recompile
+        needed = torch.as_tensor(prompt_ids).numel() + max_new_tokens + 65
+        target = hf.runner(target, max(512, 1 << (needed - 1).bit_length()), compiled=True)
 
     verify = None if temperature == 0 else _verify_sampled
     return engine(

@@ -331,6 +331,13 @@ class StaticRunner(Runner):
         return cache.length
 
 
+def torch_compile(fn, dynamic: bool):
+    """torch.compile(fn), with room for a graph per pass shape, per set of hidden layers and per model:
+    dynamo's default of 8 graphs per function is too few, and past it dynamo falls back to eager silently."""
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+    return torch.compile(fn, dynamic=dynamic)
+
+
 def _compiled_pass(model, input_ids, kv, position_ids, mask, hidden_layers, cache_kw):
     out = _call(model, input_ids, kv, position_ids, mask, hidden_layers, False, cache_kw)
     return out.logits, out.hidden
@@ -350,10 +357,7 @@ class CompiledRunner(StaticRunner):
 
     def __init__(self, model, capacity: int = 512):
         super().__init__(model, capacity)
-        # One graph per bucket, per set of hidden layers and per model: more than dynamo's default of 8
-        # (past which it would fall back to eager without a word).
-        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
-        self.compiled = torch.compile(_compiled_pass, dynamic=False)
+        self.compiled = torch_compile(_compiled_pass, dynamic=False)
 
     def padded(self, n: int, past: int) -> int:
         if past == 0 or n == 1:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
-from specdec_lib import contract
+from specdec_lib import contract, hf
 
 WEIGHTS = ("zoo", "random")
 
@@ -182,9 +182,8 @@ def _compile_drafting(proposer, name: str) -> None:
     elif isinstance(getattr(proposer, "drafter", None), torch.nn.Module):
         # A shallow copy shares the weights: the zoo's cached drafter itself stays eager for other proposers.
         drafter = copy.copy(proposer.drafter)
-        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
         for call in COMPILED_CALLS:
-            setattr(drafter, call, torch.compile(getattr(drafter, call), dynamic=True))
+            setattr(drafter, call, hf.torch_compile(getattr(drafter, call), dynamic=True))
         proposer.drafter = drafter
     else:
         raise ValueError(f"method {name!r} has no draft model or feature drafter to compile (compile=True)")

@@ -1,6 +1,7 @@
 """Shared fixtures: tiny random models (any architecture) so engine tests run in seconds on a CPU."""
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -13,6 +14,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "teacher"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 torch.set_num_threads(1)  # tiny models: threading only adds overhead
+
+# torch.compile on a CPU (issue 50's compiled runner) writes C++ and needs a compiler to build it.
+needs_compiler = pytest.mark.skipif(
+    not any(shutil.which(c) for c in ("g++", "c++", "clang++")),
+    reason="torch.compile on a CPU needs a C++ compiler",
+)
 
 
 def tiny_model(vocab=16, hidden=32, layers=2, seed=0, arch="llama", ctx=128, scale=1.0):

@@ -1,9 +1,9 @@
 """The benchmark harness: its definitions and its greedy-equality guard (timings are never asserted)."""
 
 import json
-import shutil
 
 import pytest
+from conftest import needs_compiler
 
 from specdec_lib import bench
 from specdec_lib.speculative import Stats
@@ -64,9 +64,7 @@ def test_measure_on_the_zoo_asserts_greedy_equality_and_reports_every_method():
     assert all(f"| {m} |" in text for m in specs)
 
 
-@pytest.mark.skipif(
-    not any(shutil.which(c) for c in ("g++", "c++", "clang++")), reason="needs a C++ compiler"
-)
+@needs_compiler
 def test_compiled_rows_sit_beside_the_eager_ones(monkeypatch, capsys):
     """bench --compile adds SPEC@compiled for ar and each of ours (not for transformers' peers); a method with
     nothing to compile is skipped with the reason; the compiled rows keep greedy output; the warm-up compiles

@@ -7,11 +7,10 @@ QK-norm targets, the errors, and a broken runner that the cache check catches.
 """
 
 import copy
-import shutil
 
 import pytest
 import torch
-from conftest import check_target_cache, gqa_model, spy, tiny_model
+from conftest import check_target_cache, gqa_model, needs_compiler, spy, tiny_model
 
 import specdec_lib as sd
 from specdec_lib import hf
@@ -190,10 +189,6 @@ def test_a_drafter_cache_that_loses_values_when_it_grows_is_caught(spec, monkeyp
 
 
 # --------------------------------------------------------------------------- the compiled runner
-needs_compiler = pytest.mark.skipif(
-    not any(shutil.which(c) for c in ("g++", "c++", "clang++")),
-    reason="torch.compile on a CPU needs a C++ compiler",
-)
 
 
 class ForgetfulPadding(hf.CompiledRunner):
