@@ -4,6 +4,8 @@
     python -m specdec_lib.bench run --methods chain:4,eagle3,hf-assisted:4 --temperature 0 --prompts 10
     python -m specdec_lib.bench zoo                    # the zoo's numbers: load time, greedy agreement
     python -m specdec_lib.bench costs --preset smollm2-135m --out book/data   # V(n): what n nodes cost
+    python -m specdec_lib.bench run --compile --methods ar,eagle3:16,hf-static --out book/data --stem bench-compiled
+    python -m specdec_lib.bench compile-time --out book/data --stem bench-compiled   # cold/warm compile, break-even
 
 `run` decodes the same held-out prompts with plain autoregressive decoding (`ar`, the baseline) and every
 method in `--methods`, in ONE process: a warm-up of every method first, then `--repeats` passes over the
@@ -18,9 +20,14 @@ alike). Methods are registry specs (`specdec_lib.methods`) or transformers' own 
     hf-assisted:heuristic   K starts at transformers' 20 and moves +2 / -1 after full / partial acceptance
     hf-lookup:N     model.generate(prompt_lookup_num_tokens=N): prompt lookup, no drafter (it matches up to
                     2 tokens and copies after the earliest occurrence; our `ngram` up to 3, the latest)
+    hf-static       model.generate with transformers' static cache and its own torch.compile of the decoding
+                    step (cache_implementation="static", a CompileConfig allowed on any device): transformers'
+                    compiled plain decoding, the peer of ar@compiled. Its target passes are its tokens (one
+                    pass per token, the prefill's included), not counted with a hook, which it would compile
     SPEC@compiled   one of ours (or ar) with the target's and the drafter's passes compiled: generate(...,
                     compile=True) and make_proposer(..., compile=True); `--compile` adds one for every
-                    method of ours that has passes to compile (issue 50). The warm-up compiles.
+                    method of ours that has passes to compile (issue 50). The warm-up compiles (on the
+                    longest prompt, so that every cache is as long as the run needs).
 
 Definitions (one of each, used everywhere):
 - speedup = (total new tokens / total seconds) of the method over the same ratio of `ar`, per repeat,
@@ -36,6 +43,15 @@ Definitions (one of each, used everywhere):
 - efficiency = the measured decoding speedup (the same ratio as `speedup`, with both sides' prefill
   taken out, since the model has none) / predicted: what the engine's own work (other) costs, relative
   to the plain loop's.
+- with compiled rows (`--compile`): speedup_vs_compiled_ar is every row's tokens/s over ar@compiled's, and a
+  compiled row's t1, kc, V, predicted and efficiency are against ar@compiled (its own, compiled, step).
+  At T = 0 a compiled row's tokens must equal ar@compiled's; ar@compiled's and hf-static's are compared
+  with ar's and reported (greedy_identical; ar@compiled's near-ties where they part), not an error: two
+  correct programs may round a near-tie apart.
+- compile (`compile-time`, added to a report's compiled rows): seconds a first pass over the report's
+  decodes (every prompt at every sampling) takes over the same pass again, in a fresh process: cold (an
+  empty inductor cache) and warm (the cache the cold run left); break_even_tokens = those seconds / the seconds a
+  token saves against the eager row (None when compiling saves nothing).
 Samplings: `--temperature 0,0.7:0.9,1` names three, T = 0 (greedy), T = 0.7 with top-p 0.9 ("T:P") and
 T = 1 (the raw distribution); the report keys its results by the same strings ("0", "0.7:0.9", "1").
 At T = 0 every method's tokens must equal the baseline's on every prompt: a mismatch is an error (exit 1).
@@ -65,7 +81,7 @@ from specdec_lib.autoregressive import generate_ar
 from specdec_lib.methods import bench_defaults
 from specdec_lib.speculative import Clock
 
-PEERS = ("hf", "hf-assisted", "hf-lookup")
+PEERS = ("hf", "hf-assisted", "hf-lookup", "hf-static")
 
 
 def sampling_setting(value) -> tuple[float, float]:
@@ -144,6 +160,12 @@ def _peer_settings(spec: str, draft):
     name, _, arg = spec.partition(":")
     if name == "hf":
         return {}, {}
+    if name == "hf-static":  # transformers compiles the decoding step itself; on a CPU only when told to
+        from transformers import CompileConfig
+
+        config = CompileConfig(dynamic=False, fullgraph=True)
+        config._compile_all_devices = True  # transformers' own flag for compiling off CUDA
+        return {"cache_implementation": "static", "compile_config": config}, {}
     if name == "hf-lookup":
         return {"prompt_lookup_num_tokens": int(arg or 10)}, {}
     if draft is None:
@@ -170,6 +192,7 @@ def _peer_settings(spec: str, draft):
 
 
 COMPILED = "@compiled"
+CAR = "ar" + COMPILED  # plain decoding compiled: the compiled rows' baseline
 
 
 def make_runner(spec: str, target, draft, eos):
@@ -178,7 +201,8 @@ def make_runner(spec: str, target, draft, eos):
     clock = Clock(device)
     if spec.partition(":")[0] in PEERS:
         kwargs, settings = _peer_settings(spec, draft)
-        counters = (PassCounter(target), PassCounter(draft) if draft is not None else None)
+        hooked = not spec.startswith("hf-static")  # a hook inside a compiled step would recompile it
+        counters = (PassCounter(target) if hooked else None, PassCounter(draft) if hooked and draft else None)
 
         def peer(ids, n, setting, seed):
             temperature, top_p = setting
@@ -189,10 +213,15 @@ def make_runner(spec: str, target, draft, eos):
             )
             if seed is not None:
                 torch.manual_seed(seed)
-            t_calls, d_calls = counters[0].calls, counters[1].calls if counters[1] else 0
+            t_calls = counters[0].calls if counters[0] else 0
+            d_calls = counters[1].calls if counters[1] else 0
             clock.lap()
             with _assistant_config(draft, **settings) if settings else contextlib.nullcontext():
-                with torch.inference_mode(), counters[0], counters[1] or contextlib.nullcontext():
+                with (
+                    torch.inference_mode(),
+                    counters[0] or contextlib.nullcontext(),
+                    counters[1] or contextlib.nullcontext(),
+                ):
                     out = target.generate(
                         ids[None],
                         max_new_tokens=n,
@@ -202,10 +231,11 @@ def make_runner(spec: str, target, draft, eos):
                         **kwargs,
                     )
             seconds = clock.lap()
+            tokens = out[0, len(ids) :].tolist()
             return Run(
-                out[0, len(ids) :].tolist(),
+                tokens,
                 seconds,
-                counters[0].calls - t_calls,
+                counters[0].calls - t_calls if counters[0] else len(tokens),  # plain decoding: a pass a token
                 None,
                 (counters[1].calls - d_calls) if counters[1] else 0,
             )
@@ -251,9 +281,12 @@ def _ratio(runs, baseline, prefill: bool):
     return [tps(mine) / tps(base) for mine, base in zip(runs, baseline, strict=True)]
 
 
-def summarise(runs, baseline, t1):
+def summarise(runs, baseline, t1, step=None):
     """One method at one sampling. runs / baseline: [repeat][prompt] -> Run. t1: the baseline's verify
-    seconds per round. Returns a dict of plain numbers (see the module docstring for the definitions)."""
+    seconds per round. step: (runs, t1) of the plain loop that kc, V, predicted and efficiency are
+    measured against, when not the baseline's (a compiled row's: ar@compiled). Returns a dict of plain
+    numbers (see the module docstring for the definitions)."""
+    step_runs, step_t1 = step or (baseline, t1)
     repeats, prompts = len(runs), len(runs[0])
     tokens = [sum(len(r.tokens) for r in rep) for rep in runs]
     seconds = [sum(r.seconds for r in rep) for rep in runs]
@@ -279,7 +312,7 @@ def summarise(runs, baseline, t1):
         s = sd.Stats.pool(r.stats for r in flat)
         rounds = max(1, s.target_forwards)
         draft, verify, other = (1000 * t / rounds for t in (s.time_draft, s.time_verify, s.time_other))
-        kc, V = draft / (1000 * t1), verify / (1000 * t1) - 1
+        kc, V = draft / (1000 * step_t1), verify / (1000 * step_t1) - 1
         predicted = s.tau / (1 + kc + V)
         out.update(
             tau=s.tau,
@@ -291,7 +324,7 @@ def summarise(runs, baseline, t1):
             c_per_draft_pass=kc / out["draft_passes_per_round"] if out["draft_passes_per_round"] else 0.0,
             V=V,
             predicted_speedup=predicted,
-            decode_speedup=(decode := statistics.median(_ratio(runs, baseline, prefill=False))),
+            decode_speedup=(decode := statistics.median(_ratio(runs, step_runs, prefill=False))),
             efficiency=decode / predicted,
         )
     out["runs"] = [  # the raw measurements: every derived number above can be recomputed from them
@@ -317,13 +350,10 @@ def measure(
     temperatures = [sampling_setting(t) for t in temperatures]
     target, draft, tok = zoo.load_pair(preset, device=device)
     device, eos = hf.device_of(target), tok.eos_token_id
-    if preset in zoo.REAL_PRESETS:  # a chat model: the project's held-out instructions, in its chat template
-        texts = zoo.instructions("test", prompts)
-        prompts = [zoo.chat_ids(tok, p, device) for p in texts]
-    else:
-        texts = zoo.heldout_prompts(prompts)
-        prompts = [torch.tensor(tok.encode(p), device=device) for p in texts]
+    prompts = load_prompts(preset, tok, prompts, device)
     specs = ["ar"] + [m for m in methods if m != "ar"]
+    if any(m.endswith(COMPILED) for m in specs) and CAR not in specs:
+        specs.insert(1, CAR)  # compiled rows are measured against plain decoding compiled the same way
     from specdec_lib.methods import METHODS, make_proposer
 
     skipped = {}
@@ -333,17 +363,20 @@ def measure(
             skipped[m] = f"preset {preset} has no draft model"
         elif entry is not None and entry.zoo_weights and not zoo.has_weights(entry.zoo_weights, preset):
             skipped[m] = f"no zoo weights for preset {preset}"
-        elif m.endswith(COMPILED) and m != "ar" + COMPILED:
+        elif m.endswith(COMPILED) and m != CAR:
             try:
                 make_proposer(m.removesuffix(COMPILED), target, draft, compile=True)
             except ValueError as e:  # a method with no passes of its own to compile
                 skipped[m] = str(e)
         if m in skipped:
             specs.remove(m)
+    # whose greedy tokens each row must equal: ar@compiled's for our compiled rows, plain decoding's else
+    reference = {m: CAR if m.endswith(COMPILED) and m != CAR else "ar" for m in specs}
     runners = {m: make_runner(m, target, draft, eos) for m in specs}
     for m, fn in runners.items():  # warm-up: every path once (kernels, caches, lazy imports, compilation)
-        for t in temperatures:  # a compiled method decodes a whole prompt: its pass shapes compile here
-            fn(*((prompts[0], max_new_tokens) if m.endswith(COMPILED) else (prompts[0][-32:], 8)), t, 0)
+        for t in temperatures:  # a compiled method decodes every prompt: its pass shapes compile here
+            for ids in sorted(prompts, key=len, reverse=True) if is_compiled(m) else [prompts[0][-32:]]:
+                fn(ids, max_new_tokens if is_compiled(m) else 8, t, 0)  # longest first: caches fit the run
     graphs = hf.compiled_graphs()  # what torch.compile builds after the warm-up is a recompilation
     from tqdm.auto import tqdm
 
@@ -361,27 +394,33 @@ def measure(
             if t[0] == 0:  # every method's greedy output against plain decoding's, prompt by prompt
                 errors += [
                     f"T=0 {m}: prompt {p} (repeat {rep}) differs from plain greedy decoding"
+                    + (" compiled the same way" if reference[m] != "ar" else "")
                     for m in specs
                     for p in range(len(prompts))
-                    if runs[m][rep][p].tokens != runs["ar"][rep][p].tokens
+                    if not (is_compiled(m) and reference[m] == "ar")  # ar@compiled, hf-static: counted
+                    and runs[m][rep][p].tokens != runs[reference[m]][rep][p].tokens
                 ]
-        base = runs["ar"]
-        t1 = sum(r.stats.time_verify for rep in base for r in rep) / sum(
-            r.stats.target_forwards for rep in base for r in rep
-        )
         rows = {}
+        steps = {a: (runs[a], _t1(runs[a])) for a in ("ar", CAR) if a in runs}
         for m in specs:
-            rows[m] = summarise(runs[m], base, t1)
+            step = steps[CAR] if m.endswith(COMPILED) else None  # ar@compiled's own: kc = V = 0
+            rows[m] = summarise(runs[m], runs["ar"], steps["ar"][1], step)
             rows[m]["greedy_identical"] = (
                 sum(
-                    runs[m][i][p].tokens == base[i][p].tokens
+                    runs[m][i][p].tokens == runs[reference[m]][i][p].tokens
                     for i in range(repeats)
                     for p in range(len(prompts))
                 )
                 if t[0] == 0
                 else None
             )
-        rows["ar"]["t1_ms"] = 1000 * t1
+            if CAR in runs:
+                vs = _ratio(runs[m], runs[CAR], prefill=True)
+                rows[m]["speedup_vs_compiled_ar"] = statistics.median(vs)
+        for a, (_, t1) in steps.items():
+            rows[a]["t1_ms"] = 1000 * t1
+        if t[0] == 0 and CAR in runs:  # where compiled and eager plain decoding part, the target's margin
+            rows[CAR]["near_ties"] = near_ties(target, prompts, runs["ar"][0], runs[CAR][0])
         results[setting_key(t)] = rows
     bar.close()
     return {
@@ -405,6 +444,43 @@ def measure(
     }
 
 
+def load_prompts(preset: str, tok, n: int, device) -> list:
+    """The first n held-out prompts as token ids: a chat model's in its chat template (the project's held-out
+    instructions), the tiny zoo's as plain text."""
+    if preset in zoo.REAL_PRESETS:
+        return [zoo.chat_ids(tok, p, device) for p in zoo.instructions("test", n)]
+    return [torch.tensor(tok.encode(p), device=device) for p in zoo.heldout_prompts(n)]
+
+
+def _t1(runs) -> float:
+    """Seconds of plain decoding's verification per round (one target pass on one token, and sampling)."""
+    flat = [r for rep in runs for r in rep]
+    return sum(r.stats.time_verify for r in flat) / sum(r.stats.target_forwards for r in flat)
+
+
+def is_compiled(spec: str) -> bool:
+    """Whether a spec's passes are compiled: ours with @compiled, or transformers' static-cache peer."""
+    return spec.endswith(COMPILED) or spec.startswith("hf-static")
+
+
+def near_ties(target, prompts, eager, fast, shown: int = 5) -> list:
+    """Where compiled plain decoding's greedy tokens part from eager's, prompt by prompt: the position, both
+    tokens and the gap between their logits in the eager target there (a near-tie is a gap of a rounding
+    error). [] when every prompt agrees."""
+    out = []
+    for p, (a, b) in enumerate(zip(eager, fast, strict=True)):
+        a, b = a.tokens, b.tokens
+        i = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+        if i is None:
+            continue
+        ids = torch.cat([prompts[p], torch.tensor(a[:i], dtype=prompts[p].dtype, device=prompts[p].device)])
+        with torch.inference_mode():
+            logits = target(input_ids=ids[None]).logits[0, -1].float()
+        gap = float(logits[a[i]] - logits[b[i]])
+        out.append({"prompt": p, "position": i, "eager": a[i], "compiled": b[i], "logit_gap": gap})
+    return out[:shown]
+
+
 def report_stem(preset: str) -> str:
     """The report's file name without suffix: bench for the tiny zoo, bench-PRESET for another preset."""
     return "bench" if preset == "tiny-code" else f"bench-{preset}"
@@ -426,7 +502,7 @@ def run(args) -> bool:
     )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = report_stem(args.preset)
+    stem = args.stem or report_stem(args.preset)
     (out / f"{stem}.json").write_text(json.dumps(report, indent=1) + "\n")
     (out / f"{stem}.md").write_text(markdown(report))
     written = [out / f"{stem}.json", out / f"{stem}.md"]
@@ -442,6 +518,74 @@ def run(args) -> bool:
     for e in report["errors"]:
         print("ERROR:", e, file=sys.stderr)
     return not report["errors"]
+
+
+# ------------------------------------------------------------------------- what compiling costs
+def first_decodes(spec, preset, prompts, max_new_tokens, temperatures, threads, device=None) -> dict:
+    """In a fresh process (see compile_times): the seconds of a first pass over the benchmark's decodes,
+    every prompt (longest first) at every sampling, which compiles, and of the same decodes again."""
+    if threads:
+        torch.set_num_threads(threads)
+    target, draft, tok = zoo.load_pair(preset, device=device)
+    ids = sorted(load_prompts(preset, tok, prompts, hf.device_of(target)), key=len, reverse=True)
+    fn = make_runner(spec, target, draft, tok.eos_token_id)
+    work = [(p, sampling_setting(t)) for t in temperatures for p in ids]
+    first = [fn(p, max_new_tokens, t, 0).seconds for p, t in work]
+    again = [fn(p, max_new_tokens, t, 0).seconds for p, t in work]
+    return {"first_s": sum(first), "again_s": sum(again), "graphs": hf.compiled_graphs()}
+
+
+def _in_fresh_process(call: list, cache_dir: str) -> dict:
+    import os
+    import subprocess
+
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache_dir, TORCHINDUCTOR_FX_GRAPH_CACHE="1")
+    code = "import json, sys; from specdec_lib import bench; print('RESULT', json.dumps(bench.first_decodes(*json.loads(sys.argv[1]))))"
+    done = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(call)], env=env, capture_output=True, text=True, check=False
+    )
+    result = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    if done.returncode or not result:
+        raise RuntimeError(f"compile-time child for {call[0]} failed:\n{done.stderr[-3000:]}")
+    return json.loads(result[-1].removeprefix("RESULT "))
+
+
+def compile_times(report: dict, threads=None, log=print) -> dict:
+    """Adds to every compiled row of `report` what compiling cost: `compile_s` {cold, warm}, each measured in
+    a fresh process (cold: an empty inductor cache; warm: the cache the cold run left), and at every
+    sampling `break_even_tokens` {cold, warm}: the tokens after which compiling has paid for itself against
+    the row's eager twin (ar for ar@compiled, hf for hf-static; None when the compiled row is not faster)."""
+    import tempfile
+
+    for m in [m for m in report["methods"] if is_compiled(m)]:
+        how = [report[k] for k in ("preset", "prompts", "max_new_tokens", "temperatures")]
+        call = [m, *how, threads]
+        cost = {}
+        with tempfile.TemporaryDirectory(prefix="inductor-") as cache:
+            for phase in ("cold", "warm"):
+                r = _in_fresh_process(call, cache)
+                cost[phase] = r["first_s"] - r["again_s"]
+                log(f"{m}: {phase} compile {cost[phase]:.1f} s ({r['graphs']} graphs)")
+        twin = "hf" if m.startswith("hf-static") else m.removesuffix(COMPILED)
+        for rows in report["results"].values():
+            rows[m]["compile_s"] = cost
+            if twin not in rows:
+                continue
+            saved = 1 / rows[twin]["tokens_per_second"] - 1 / rows[m]["tokens_per_second"]  # seconds a token
+            rows[m]["break_even_tokens"] = {k: (v / saved if saved > 0 else None) for k, v in cost.items()}
+    return report
+
+
+def compile_report(args) -> bool:
+    """`compile-time`: measure what compiling costs for the compiled rows of a written report, add it to the
+    report and rewrite its .json and .md."""
+    path = Path(args.out) / f"{args.stem or report_stem(args.preset)}.json"
+    report = compile_times(json.loads(path.read_text()), args.threads)
+    path.write_text(json.dumps(report, indent=1) + "\n")
+    path.with_suffix(".md").write_text(markdown(report))
+    print(markdown(report))
+    print(f"wrote {path} and {path.with_suffix('.md')}")
+    return True
 
 
 def _f(x, spec="{:.2f}"):
@@ -465,21 +609,30 @@ def markdown(report) -> str:
         "plain AR's, median of repeats [per-prompt quartiles]; predicted = tau / (1 + kc + V), the decoding "
         "speedup with no engine overhead; efficiency = measured decoding speedup (prefill out) / predicted.",
     ]
-    if any(m.endswith(COMPILED) for m in report["methods"]):
+    vs_car = CAR in report["methods"]
+    if vs_car:
         lines += [
             "",
-            f"Graphs compiled after the warm-up (recompilations): {report['recompiles_after_warmup']}.",
+            f"Graphs compiled after the warm-up (recompilations): {report['recompiles_after_warmup']}. A compiled "
+            "row's kc, V, predicted and efficiency are against ar@compiled's t1; its greedy tokens against "
+            "ar@compiled's (ar@compiled's against ar's).",
         ]
     for t, rows in report["results"].items():
         ar = rows["ar"]
         lines += [
             "",
             f"**{sampling_heading(t)}** (plain AR: {ar['tokens_per_second']:.1f} tokens/s; t1 = {ar['t1_ms']:.2f} ms, its target "
-            "pass and sampling per token)",
+            "pass and sampling per token"
+            + (
+                f"; ar@compiled: {rows[CAR]['tokens_per_second']:.1f} tokens/s, t1 = {rows[CAR]['t1_ms']:.2f} ms)"
+                if vs_car
+                else ")"
+            ),
             "",
-            "| method | tau | acceptance by position | tokens/s | speedup [quartiles] | draft / verify / other ms "
-            "per round | kc | V | predicted | efficiency | == greedy |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
+            "| method | tau | acceptance by position | tokens/s | speedup [quartiles] | "
+            + ("vs ar@compiled | " if vs_car else "")
+            + "draft / verify / other ms per round | kc | V | predicted | efficiency | == greedy |",
+            "|---|---|---|---|---|" + ("---|" if vs_car else "") + "---|---|---|---|---|---|",
         ]
         for m, r in rows.items():
             acc = " ".join(_f(a) for a in r.get("acceptance_by_position", [])[:8])
@@ -493,9 +646,43 @@ def markdown(report) -> str:
             lines.append(
                 f"| {m} | {_f(r['tau'])} | {acc or '-'} | {r['tokens_per_second']:.1f} | {r['speedup']:.2f}x "
                 f"[{q[0]:.2f} {q[1]:.2f} {q[2]:.2f}] | "
+                + (f"{r['speedup_vs_compiled_ar']:.2f}x | " if vs_car else "")
                 + (f"{ms['draft']:.1f} / {ms['verify']:.1f} / {ms['other']:.1f}" if ms else "-")
                 + f" | {_f(r.get('kc'))} | {_f(r.get('V'))} | {_f(r.get('predicted_speedup'))}"
                 f" | {_f(r.get('efficiency'))} | {same} |"
+            )
+        ties = rows.get(CAR, {}).get("near_ties")
+        if ties:
+            lines += [
+                "",
+                "Where ar@compiled parts from ar: "
+                + "; ".join(
+                    f"prompt {n['prompt']}, token {n['position']}: {n['eager']} eager, {n['compiled']} compiled, "
+                    f"eager logit gap {n['logit_gap']:.2g}"
+                    for n in ties
+                ),
+            ]
+    costs = {m: r["compile_s"] for m, r in next(iter(report["results"].values())).items() if "compile_s" in r}
+    if costs:
+        keys = list(report["results"])
+        lines += [
+            "",
+            "**What compiling costs**: seconds of a first pass over the run's decodes (every prompt at every "
+            "sampling, a fresh process) over the same pass again, with an empty inductor cache (cold) and with the one "
+            "the cold run left (warm); break-even: the new tokens after which compiling has paid for itself "
+            "against the eager row (- where compiling is not faster).",
+            "",
+            "| method | cold s | warm s | "
+            + " | ".join(f"break-even tokens, {sampling_heading(k)} (cold / warm)" for k in keys)
+            + " |",
+            "|---|---|---|" + "---|" * len(keys),
+        ]
+        for m, c in costs.items():
+            even = [report["results"][k][m].get("break_even_tokens") or {} for k in keys]
+            lines.append(
+                f"| {m} | {c['cold']:.1f} | {c['warm']:.1f} | "
+                + " | ".join(f"{_f(e.get('cold'), '{:.0f}')} / {_f(e.get('warm'), '{:.0f}')}" for e in even)
+                + " |"
             )
     if report["skipped"]:
         lines += ["", "Skipped: " + "; ".join(f"{m} ({why})" for m, why in report["skipped"].items())]
@@ -603,7 +790,7 @@ def cost_report(args) -> bool:
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["run", "zoo", "costs"], nargs="?", default="run")
+    ap.add_argument("what", choices=["run", "zoo", "costs", "compile-time"], nargs="?", default="run")
     ap.add_argument("--methods", default=DEFAULT_METHODS, help="comma-separated specs (see above)")
     ap.add_argument(
         "--temperature",
@@ -625,6 +812,9 @@ def main(argv=None):
     )
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     ap.add_argument("--out", default="_build/bench", help="folder for bench.json, bench.md, bench.png")
+    ap.add_argument(
+        "--stem", default=None, help="report file name without suffix (default: bench, or bench-PRESET)"
+    )
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     ap.add_argument("--compile", action="store_true", help="also run ar and each of our methods compiled")
     args = ap.parse_args(argv)
@@ -641,7 +831,8 @@ def main(argv=None):
         ap.error("--temperature names no sampling")
     if args.max_new_tokens < 1 or args.prompts < 1 or args.repeats < 1:
         ap.error("--max-new-tokens, --prompts and --repeats must be >= 1")
-    ok = {"run": run, "zoo": zoo_report, "costs": cost_report}[args.what](args)
+    commands = {"run": run, "zoo": zoo_report, "costs": cost_report, "compile-time": compile_report}
+    ok = commands[args.what](args)
     raise SystemExit(0 if ok else 1)
 
 

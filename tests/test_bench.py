@@ -83,6 +83,108 @@ def test_compiled_rows_sit_beside_the_eager_ones(monkeypatch, capsys):
     assert f"recompilations): {n}" in bench.markdown(report)  # checks that a second pass compiles nothing)
 
 
+def test_a_compiled_row_is_measured_against_its_own_plain_loop():
+    """kc, V, predicted and efficiency of a compiled row come from ar@compiled's step (`step`), the speedup
+    and tokens/s still from eager plain decoding: a 2x faster loop halves what a drafter saves against it."""
+    eager = [[_run(10, 1.0, 10)]]
+    fast = [[_run(10, 0.5, 10)]]  # compiled plain decoding: 0.05 s a step
+    mine = [[_run(10, 0.25, 4)]]
+    out = bench.summarise(mine, eager, t1=0.1, step=(fast, 0.05))
+    assert out["speedup"] == pytest.approx(4.0)  # against eager AR, as every row
+    assert out["V"] == pytest.approx(0.25 / 4 / 0.05 - 1)  # a verify of 62.5 ms is 1.25 compiled steps
+    assert out["decode_speedup"] == pytest.approx(2.0)  # against the compiled loop
+    assert out["efficiency"] == pytest.approx(2.0 / out["predicted_speedup"])
+
+
+def test_compile_time_pays_back_against_the_eager_twin(monkeypatch):
+    """break-even tokens = compile seconds / seconds a token saves against the row's eager twin (ar for
+    ar@compiled, hf for hf-static); none where compiling is slower. Cold and warm are two fresh processes."""
+    rows = {m: {"tokens_per_second": tps} for m, tps in
+            [("ar", 100), ("ar@compiled", 125), ("chain:2", 80), ("chain:2@compiled", 70), ("hf", 100),
+             ("hf-static", 200)]}  # fmt: skip
+    report = {"preset": "tiny-code", "prompts": 2, "max_new_tokens": 8, "temperatures": ["0"],
+              "methods": list(rows), "results": {"0": rows}, "command": "", "device": "cpu", "threads": 1,
+              "repeats": 1, "torch": "", "transformers": "", "date": "", "skipped": {}, "errors": [],
+              "recompiles_after_warmup": 0}  # fmt: skip
+    for r in rows.values():
+        r.update(tau=1.0, speedup=1.0, speedup_per_prompt_quartiles=[1, 1, 1], greedy_identical=None, t1_ms=1.0,
+                 speedup_vs_compiled_ar=1.0)  # fmt: skip
+    calls = []
+
+    def child(call, cache):
+        calls.append((call[0], cache))
+        return {"first_s": 14.0 if len(calls) % 2 else 5.0, "again_s": 2.0, "graphs": 1}
+
+    monkeypatch.setattr(bench, "_in_fresh_process", child)
+    bench.compile_times(report, log=lambda *_: None)
+    assert [c[0] for c in calls] == ["ar@compiled"] * 2 + ["chain:2@compiled"] * 2 + ["hf-static"] * 2
+    assert calls[0][1] == calls[1][1] != calls[2][1]  # warm reuses the cold run's cache, per method
+    assert rows["ar@compiled"]["compile_s"] == {"cold": 12.0, "warm": 3.0}
+    assert rows["ar@compiled"]["break_even_tokens"] == pytest.approx({"cold": 6000, "warm": 1500})
+    assert rows["hf-static"]["break_even_tokens"] == pytest.approx({"cold": 2400, "warm": 600})
+    assert rows["chain:2@compiled"]["break_even_tokens"] == {"cold": None, "warm": None}
+    text = bench.markdown(report)
+    assert "| ar@compiled | 12.0 | 3.0 | 6000 / 1500 |" in text
+    assert "| chain:2@compiled | 12.0 | 3.0 | - / - |" in text
+
+
+def test_compiled_plain_decoding_shows_where_it_parts_from_eager():
+    """near_ties: for a prompt whose two greedy outputs part, the first differing position and the eager
+    target's logit gap between the two tokens there; nothing for prompts that agree."""
+    import torch
+
+    from specdec_lib import zoo
+    from specdec_lib.autoregressive import generate_ar
+
+    target, _, tok = zoo.load_pair("tiny-code", device="cpu")
+    prompts = bench.load_prompts("tiny-code", tok, 2, torch.device("cpu"))
+    eager = [bench.Run(generate_ar(target, p, 6), 1.0, 6) for p in prompts]
+    other = [bench.Run(list(r.tokens), 1.0, 6) for r in eager]
+    other[1].tokens[3] = (other[1].tokens[3] + 1) % 100
+    ties = bench.near_ties(target, prompts, eager, other)
+    assert [(t["prompt"], t["position"], t["compiled"]) for t in ties] == [(1, 3, other[1].tokens[3])]
+    with torch.inference_mode():
+        ids = torch.cat([prompts[1], torch.tensor(eager[1].tokens[:3])])
+        logits = target(input_ids=ids[None]).logits[0, -1]
+    a, b = eager[1].tokens[3], other[1].tokens[3]
+    assert ties[0]["logit_gap"] == pytest.approx(float(logits[a] - logits[b]))
+    assert ties[0]["logit_gap"] > 0  # greedy took the eager token: the gap is the argmax's margin
+    assert bench.near_ties(target, prompts, eager, eager) == []
+
+
+def test_the_static_cache_peer_counts_a_pass_a_token_and_is_reported_not_failed(monkeypatch):
+    """hf-static (transformers' static cache, compiled by transformers) counts no passes with a hook (one
+    inside a compiled step would recompile it): plain decoding's one pass a token. Its greedy tokens are
+    compared with ours and counted; a difference is not an error, since compiled numerics may round a
+    near-tie apart. Here transformers' compilation is switched off: the peer's plumbing, not the compiler."""
+    settings = bench._peer_settings
+
+    def uncompiled(spec, draft):
+        kwargs, cfg = settings(spec, draft)
+        if spec == "hf-static":
+            kwargs["compile_config"]._compile_all_devices = None
+        return kwargs, cfg
+
+    monkeypatch.setattr(bench, "_peer_settings", uncompiled)
+    make = bench.make_runner
+
+    def off_by_one(spec, *args):
+        run = make(spec, *args)
+
+        def changed(*a):
+            out = run(*a)
+            out.tokens[-1] = (out.tokens[-1] + 1) % 100
+            return out
+
+        return changed if spec == "hf-static" else run
+
+    monkeypatch.setattr(bench, "make_runner", off_by_one)
+    report = bench.measure(["hf-static"], (0.0,), prompts=2, max_new_tokens=6, repeats=1, quiet=True)
+    row = report["results"]["0"]["hf-static"]
+    assert row["target_passes"] == row["new_tokens"] == 12 and row["tau"] == 1.0
+    assert report["errors"] == [] and row["greedy_identical"] == 0
+
+
 def test_a_greedy_mismatch_is_an_error(monkeypatch, tmp_path):
     """A method whose T = 0 output differs from plain decoding fails the run (exit code 1)."""
     make = bench.make_runner

@@ -8,6 +8,7 @@ followed by a hidden source note, an HTML comment that Jupyter, Colab and the we
     <!-- claim: bench T=1 eagle:16 acceptance_by_position/0 -->
     <!-- claim: card eagle3 experiments/results/eagle3:9/tau -->   specdec_lib/models/tiny-code/eagle3/card.json
     <!-- claim: bench@smollm2-135m T=0 eagle3:16 tau -->  a real preset's report, book/data/bench-smollm2-135m.json
+    <!-- claim: bench@compiled T=0 eagle3:16@compiled kc -->  the eager/compiled run, book/data/bench-compiled.json
     <!-- claim: card@smollm2-135m eagle3 validation/tau -->    specdec_lib/models/smollm2-135m/eagle3/card.json
     <!-- claim: paper -->      a published figure: the same Markdown cell cites it ({cite:p} / {cite:t})
     <!-- claim: formula -->    arithmetic on numbers the text states, or a modelling assumption ($V = 0$)
@@ -23,7 +24,7 @@ Comparisons and durations are data too. A sentence that ranks or compares ("fast
     <!-- compare: bench T=0 dflash:16 speedup > bench T=0 eagle3:16 speedup -->   each side: a claim's
                                     reference (bench/card, any preset) or a number; < > <= >= or ~ (within 5%)
     <!-- compare: top bench T=0 dflash2:16+selector speedup -->   the largest of its sampling's rows
-                                    (ours: not ar, not transformers' hf peers); bottom: the smallest
+                                    (ours: not ar or ar@compiled, not transformers' hf peers); bottom: the smallest
     <!-- compare: all bench T=0.7:0.9 * speedup < 1 -->   every one of those rows against the other side
     <!-- compare: card dflash wall_minutes ~ 30 -->       a duration: the card's minutes, within 5%
     <!-- compare: concept -->   no measured data: a rule, a definition, a hypothetical, a design choice
@@ -192,7 +193,9 @@ def _values(ref: str) -> dict:
         kind, _, preset = words[0].partition("@")
         path = BENCH if preset in ("", PRESET) else BENCH.with_name(f"bench-{preset}.json")
         rows = json.loads(path.read_text())["results"][words[1][2:]]
-        return {m: float(_walk(r, words[3])) for m, r in rows.items() if m != "ar" and not m.startswith("hf")}
+        return {  # ours: not plain decoding (ar, ar@compiled), not transformers' peers
+            m: float(_walk(r, words[3])) for m, r in rows.items() if not m.startswith(("ar", "hf"))
+        }
     value = resolve(ref)
     if isinstance(value, list):  # a card's per-depth list: compared position by position
         return {f"[{i}]": float(v) for i, v in enumerate(value) if v is not None}
