@@ -24,6 +24,7 @@ alike). Methods are registry specs (`specdec_lib.methods`) or transformers' own 
                     step (cache_implementation="static", a CompileConfig allowed on any device): transformers'
                     compiled plain decoding, the peer of ar@compiled. Its target passes are its tokens (one
                     pass per token, the prefill's included), not counted with a hook, which it would compile
+                    in. If transformers declines to compile (it may, quietly), the run is an error.
     SPEC@compiled   one of ours (or ar) with the target's and the drafter's passes compiled: generate(...,
                     compile=True) and make_proposer(..., compile=True); `--compile` adds one for every
                     method of ours that has passes to compile (issue 50). The warm-up compiles (on the
@@ -47,7 +48,8 @@ Definitions (one of each, used everywhere):
   compiled row's t1, kc, V, predicted and efficiency are against ar@compiled (its own, compiled, step).
   At T = 0 a compiled row's tokens must equal ar@compiled's; ar@compiled's and hf-static's are compared
   with ar's and reported (greedy_identical; ar@compiled's near-ties where they part), not an error: two
-  correct programs may round a near-tie apart.
+  correct programs may round a near-tie apart. Compiled rows with different padded pass shapes are held
+  to ar@compiled's tokens as strictly as eager rows to ar's (the contract tests are exact).
 - compile (`compile-time`, added to a report's compiled rows): seconds a first pass over the report's
   decodes (every prompt at every sampling) takes over the same pass again, in a fresh process: cold (an
   empty inductor cache) and warm (the cache the cold run left); break_even_tokens = those seconds / the seconds a
@@ -373,16 +375,22 @@ def measure(
     # whose greedy tokens each row must equal: ar@compiled's for our compiled rows, plain decoding's else
     reference = {m: CAR if m.endswith(COMPILED) and m != CAR else "ar" for m in specs}
     runners = {m: make_runner(m, target, draft, eos) for m in specs}
+    errors = []
     for m, fn in runners.items():  # warm-up: every path once (kernels, caches, lazy imports, compilation)
+        graphs = hf.compiled_graphs()
         for t in temperatures:  # a compiled method decodes every prompt: its pass shapes compile here
             for ids in sorted(prompts, key=len, reverse=True) if is_compiled(m) else [prompts[0][-32:]]:
                 fn(ids, max_new_tokens if is_compiled(m) else 8, t, 0)  # longest first: caches fit the run
+        if m.startswith("hf-static") and hf.compiled_graphs() == graphs:  # transformers may decline quietly
+            errors.append(
+                f"{m}: transformers compiled nothing (its auto-compile declined): not a compiled peer"
+            )
     graphs = hf.compiled_graphs()  # what torch.compile builds after the warm-up is a recompilation
     from tqdm.auto import tqdm
 
     total = len(temperatures) * repeats * len(prompts) * len(specs)
     bar = tqdm(total=total, desc="bench", unit="decode", file=sys.stderr, disable=quiet)
-    results, errors = {}, []
+    results = {}
     for t in temperatures:
         runs = {m: [[] for _ in range(repeats)] for m in specs}
         for rep in range(repeats):
@@ -420,7 +428,7 @@ def measure(
         for a, (_, t1) in steps.items():
             rows[a]["t1_ms"] = 1000 * t1
         if t[0] == 0 and CAR in runs:  # where compiled and eager plain decoding part, the target's margin
-            rows[CAR]["near_ties"] = near_ties(target, prompts, runs["ar"][0], runs[CAR][0])
+            rows[CAR]["near_ties"] = near_ties(target, prompts, runs["ar"], runs[CAR])
         results[setting_key(t)] = rows
     bar.close()
     return {
@@ -464,21 +472,30 @@ def is_compiled(spec: str) -> bool:
 
 
 def near_ties(target, prompts, eager, fast, shown: int = 5) -> list:
-    """Where compiled plain decoding's greedy tokens part from eager's, prompt by prompt: the position, both
-    tokens and the gap between their logits in the eager target there (a near-tie is a gap of a rounding
-    error). [] when every prompt agrees."""
-    out = []
-    for p, (a, b) in enumerate(zip(eager, fast, strict=True)):
-        a, b = a.tokens, b.tokens
-        i = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
-        if i is None:
-            continue
-        ids = torch.cat([prompts[p], torch.tensor(a[:i], dtype=prompts[p].dtype, device=prompts[p].device)])
-        with torch.inference_mode():
-            logits = target(input_ids=ids[None]).logits[0, -1].float()
-        gap = float(logits[a[i]] - logits[b[i]])
-        out.append({"prompt": p, "position": i, "eager": a[i], "compiled": b[i], "logit_gap": gap})
+    """Where compiled plain decoding's greedy tokens part from eager's (eager, fast: [repeat][prompt] ->
+    Run), prompt by prompt, in the first repeat where they do: the position, both tokens and the gap
+    between their logits in the eager target there (a near-tie is a gap of a rounding error). [] when
+    every decode agrees."""
+    out, seen = [], set()
+    for rep_a, rep_b in zip(eager, fast, strict=True):
+        for p, (a, b) in enumerate(zip(rep_a, rep_b, strict=True)):
+            tie = None if p in seen else _parting(target, prompts[p], a.tokens, b.tokens)
+            if tie is not None:
+                seen.add(p)
+                out.append({"prompt": p, **tie})
     return out[:shown]
+
+
+def _parting(target, prompt, a, b):
+    """Where greedy token lists a (eager) and b (compiled) first differ, with the eager logit gap; None if
+    they agree (one that stops early, at an end token, parts where it stopped: not a near-tie, skipped)."""
+    i = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+    if i is None:
+        return None
+    ids = torch.cat([prompt, torch.tensor(a[:i], dtype=prompt.dtype, device=prompt.device)])
+    with torch.inference_mode():
+        logits = target(input_ids=ids[None]).logits[0, -1].float()
+    return {"position": i, "eager": a[i], "compiled": b[i], "logit_gap": float(logits[a[i]] - logits[b[i]])}
 
 
 def report_stem(preset: str) -> str:
@@ -521,13 +538,24 @@ def run(args) -> bool:
 
 
 # ------------------------------------------------------------------------- what compiling costs
+def eager_twin(spec: str) -> str:
+    """The uncompiled row a compiled one is weighed against: ar for ar@compiled, hf for hf-static."""
+    return "hf" if spec.startswith("hf-static") else spec.removesuffix(COMPILED)
+
+
 def first_decodes(spec, preset, prompts, max_new_tokens, temperatures, threads, device=None) -> dict:
     """In a fresh process (see compile_times): the seconds of a first pass over the benchmark's decodes,
-    every prompt (longest first) at every sampling, which compiles, and of the same decodes again."""
+    every prompt (longest first) at every sampling, which compiles, and of the same decodes again. The
+    eager twin decodes first, so that what any first call pays (lazy imports, allocations, kernels' own
+    set-up) is not counted as compiling."""
     if threads:
         torch.set_num_threads(threads)
     target, draft, tok = zoo.load_pair(preset, device=device)
     ids = sorted(load_prompts(preset, tok, prompts, hf.device_of(target)), key=len, reverse=True)
+    for t in temperatures:
+        make_runner(eager_twin(spec), target, draft, tok.eos_token_id)(
+            ids[0], max_new_tokens, sampling_setting(t), 0
+        )
     fn = make_runner(spec, target, draft, tok.eos_token_id)
     work = [(p, sampling_setting(t)) for t in temperatures for p in ids]
     first = [fn(p, max_new_tokens, t, 0).seconds for p, t in work]
@@ -542,7 +570,12 @@ def _in_fresh_process(call: list, cache_dir: str) -> dict:
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache_dir, TORCHINDUCTOR_FX_GRAPH_CACHE="1")
     code = "import json, sys; from specdec_lib import bench; print('RESULT', json.dumps(bench.first_decodes(*json.loads(sys.argv[1]))))"
     done = subprocess.run(
-        [sys.executable, "-c", code, json.dumps(call)], env=env, capture_output=True, text=True, check=False
+        [sys.executable, "-c", code, json.dumps(call)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=3600,  # a child that hangs fails the command instead of holding it
     )
     result = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode or not result:
@@ -559,14 +592,14 @@ def compile_times(report: dict, threads=None, log=print) -> dict:
 
     for m in [m for m in report["methods"] if is_compiled(m)]:
         how = [report[k] for k in ("preset", "prompts", "max_new_tokens", "temperatures")]
-        call = [m, *how, threads]
+        call = [m, *how, threads or report["threads"], report["device"]]  # the run's own machine set-up
         cost = {}
         with tempfile.TemporaryDirectory(prefix="inductor-") as cache:
             for phase in ("cold", "warm"):
                 r = _in_fresh_process(call, cache)
                 cost[phase] = r["first_s"] - r["again_s"]
                 log(f"{m}: {phase} compile {cost[phase]:.1f} s ({r['graphs']} graphs)")
-        twin = "hf" if m.startswith("hf-static") else m.removesuffix(COMPILED)
+        twin = eager_twin(m)
         for rows in report["results"].values():
             rows[m]["compile_s"] = cost
             if twin not in rows:

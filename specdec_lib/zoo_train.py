@@ -366,6 +366,46 @@ def validation_greedy_texts(target, tok) -> tuple[list[torch.Tensor], list[int]]
 
 
 # ------------------------------------------------------------------------------ EAGLE (ch07-08)
+def eagle_card(name: str, role: str, m, target, config: dict, w_cls: float, history, val, texts, t0: float,
+               lr: float, seed: int, batch: int = 8, length: int = 256) -> dict:  # fmt: skip
+    """An EAGLE drafter's card: its recipe, teacher-forced numbers on the validation batches `val`, and
+    acc[d, r] along the target's greedy `texts` (rank_acceptance), from which chapter 07 builds its tree."""
+    from specdec_lib.eagle import eagle_features, eagle_loss, rank_acceptance, train_eagle
+
+    seqs, starts = texts
+    with torch.no_grad():
+        reg = ce = hit = count = 0.0
+        for ids in val:
+            f = eagle_features(target, ids)
+            _, per = eagle_loss(m, f, ids, noise=0.0)
+            guess = m(f[:, :-1], ids[:, 1:], torch.arange(ids.shape[1] - 1))
+            hit += float((m.logits(guess).argmax(-1) == m.logits(f[:, 1:]).argmax(-1)).sum())
+            count += guess.shape[0] * guess.shape[1]
+            reg, ce = reg + float(per[0]) / len(val), ce + float(per[1]) / len(val)
+    acc = rank_acceptance(m, target, seqs, starts, depth=6, top=8)
+    head = card_of(name, role, m, config, train_eagle, history, batch, length, t0, lr=lr,
+                   schedule="AdamW, Cosine(20, 0.1)")  # fmt: skip
+    return {
+        **head,
+        "loss": f"SmoothL1(feature) + {w_cls} x soft CE; uniform input noise +-0.1",
+        "seed": seed,
+        "validation": {
+            "windows": f"{len(val)} batches of {batch}x{length} validation tokens, teacher-forced",
+            "regression": round(reg, 4),
+            "soft_ce": round(ce, 4),
+            "top1_agreement": round(hit / count, 4),
+        },
+        "rank_acceptance": {
+            "how": "30 validation prompts (last 64 tokens) + 64 greedy target tokens; acc[d][r] = "
+            "P(target token at depth d is the drafter's rank r | correct path), drafter on its own "
+            "feature guesses",
+            "acc": [[round(float(x), 4) for x in row] for row in acc],
+        },
+        "last_train": [round(x, 4) for x in history[-1]],
+        "torch": torch.__version__,
+    }
+
+
 def train_eagle_stage(name: str, seed: int, steps: int = 1565, minutes: float = 20, batch: int = 8,
                       length: int = 256, lr: float = 1e-3, max_batches: int | None = 6000):  # fmt: skip
     """EAGLE's drafter and its two ablations (chapter 07, EAGLE_VARIANTS), each by chapter 07's
@@ -375,9 +415,6 @@ def train_eagle_stage(name: str, seed: int, steps: int = 1565, minutes: float = 
     from specdec_lib.eagle import (
         EAGLE_VARIANTS,
         EagleDrafter,
-        eagle_features,
-        eagle_loss,
-        rank_acceptance,
         train_eagle,
     )
 
@@ -402,39 +439,10 @@ def train_eagle_stage(name: str, seed: int, steps: int = 1565, minutes: float = 
             schedule=Cosine(20, 0.1),
             log_every=200,
         )
-        with torch.no_grad():
-            reg = ce = hit = count = 0.0
-            for ids in val:
-                f = eagle_features(target, ids)
-                _, per = eagle_loss(m, f, ids, noise=0.0)
-                guess = m(f[:, :-1], ids[:, 1:], torch.arange(ids.shape[1] - 1))
-                hit += float((m.logits(guess).argmax(-1) == m.logits(f[:, 1:]).argmax(-1)).sum())
-                count += guess.shape[0] * guess.shape[1]
-                reg, ce = reg + float(per[0]) / len(val), ce + float(per[1]) / len(val)
-        acc = rank_acceptance(m, target, seqs, starts, depth=6, top=8)
-        head = card_of(name, k, m, configs[k], train_eagle, history, batch, length, t0, lr=lr,
-                       schedule="AdamW, Cosine(20, 0.1)")  # fmt: skip
-        card = {
-            **head,
-            "loss": f"SmoothL1(feature) + {w_cls} x soft CE; uniform input noise +-0.1",
-            "seed": seed,
-            "validation": {
-                "windows": f"{len(val)} batches of {batch}x{length} validation tokens, teacher-forced",
-                "regression": round(reg, 4),
-                "soft_ce": round(ce, 4),
-                "top1_agreement": round(hit / count, 4),
-            },
-            "rank_acceptance": {
-                "how": "30 validation prompts (last 64 tokens) + 64 greedy target tokens; acc[d][r] = "
-                "P(target token at depth d is the drafter's rank r | correct path), drafter on its own "
-                "feature guesses",
-                "acc": [[round(float(x), 4) for x in row] for row in acc],
-            },
-            "last_train": [round(x, 4) for x in history[-1]],
-            "torch": torch.__version__,
-        }
+        card = eagle_card(name, k, m, target, configs[k], w_cls, history, val, (seqs, starts), t0, lr, seed)
         zoo.save_weights(m, k, card, preset=name)
-        log(f"{k}: {len(history)} steps, {card['validation']}, acc[:, 0] {acc[:, 0].tolist()}")
+        acc0 = [row[0] for row in card["rank_acceptance"]["acc"]]
+        log(f"{k}: {len(history)} steps, {card['validation']}, acc[:, 0] {acc0}")
     calibrate_eagle(name, (seqs, starts))
 
 

@@ -141,7 +141,7 @@ def test_compiled_plain_decoding_shows_where_it_parts_from_eager():
     eager = [bench.Run(generate_ar(target, p, 6), 1.0, 6) for p in prompts]
     other = [bench.Run(list(r.tokens), 1.0, 6) for r in eager]
     other[1].tokens[3] = (other[1].tokens[3] + 1) % 100
-    ties = bench.near_ties(target, prompts, eager, other)
+    ties = bench.near_ties(target, prompts, [eager, eager], [eager, other])  # parts in repeat 2 only
     assert [(t["prompt"], t["position"], t["compiled"]) for t in ties] == [(1, 3, other[1].tokens[3])]
     with torch.inference_mode():
         ids = torch.cat([prompts[1], torch.tensor(eager[1].tokens[:3])])
@@ -149,14 +149,18 @@ def test_compiled_plain_decoding_shows_where_it_parts_from_eager():
     a, b = eager[1].tokens[3], other[1].tokens[3]
     assert ties[0]["logit_gap"] == pytest.approx(float(logits[a] - logits[b]))
     assert ties[0]["logit_gap"] > 0  # greedy took the eager token: the gap is the argmax's margin
-    assert bench.near_ties(target, prompts, eager, eager) == []
+    assert bench.near_ties(target, prompts, [eager], [eager]) == []
 
 
-def test_the_static_cache_peer_counts_a_pass_a_token_and_is_reported_not_failed(monkeypatch):
-    """hf-static (transformers' static cache, compiled by transformers) counts no passes with a hook (one
-    inside a compiled step would recompile it): plain decoding's one pass a token. Its greedy tokens are
-    compared with ours and counted; a difference is not an error, since compiled numerics may round a
-    near-tie apart. Here transformers' compilation is switched off: the peer's plumbing, not the compiler."""
+def test_the_static_cache_peer_counts_a_pass_a_token_and_must_compile(monkeypatch):
+    """hf-static (transformers' static cache, compiled by transformers) is not hooked (a hook inside a
+    compiled step would recompile it): it counts plain decoding's one pass a token, the prefill's included,
+    which a hook on an uncompiled decode confirms. Its greedy tokens are counted against ours, a difference
+    is no error; but a run where transformers compiled nothing is, since the row would not be the compiled
+    peer it claims to be. Here transformers' compilation is switched off: the peer's plumbing, not the
+    compiler."""
+    from specdec_lib import zoo
+
     settings = bench._peer_settings
 
     def uncompiled(spec, draft):
@@ -166,6 +170,11 @@ def test_the_static_cache_peer_counts_a_pass_a_token_and_is_reported_not_failed(
         return kwargs, cfg
 
     monkeypatch.setattr(bench, "_peer_settings", uncompiled)
+    target, draft, tok = zoo.load_pair("tiny-code")
+    ids = bench.load_prompts("tiny-code", tok, 1, target.device)[0]
+    with bench.PassCounter(target) as counter:  # what the peer's count stands for, counted
+        run = bench.make_runner("hf-static", target, draft, tok.eos_token_id)(ids, 6, (0.0, 1.0), None)
+    assert run.passes == len(run.tokens) == counter.calls == 6
     make = bench.make_runner
 
     def off_by_one(spec, *args):
@@ -180,9 +189,51 @@ def test_the_static_cache_peer_counts_a_pass_a_token_and_is_reported_not_failed(
 
     monkeypatch.setattr(bench, "make_runner", off_by_one)
     report = bench.measure(["hf-static"], (0.0,), prompts=2, max_new_tokens=6, repeats=1, quiet=True)
-    row = report["results"]["0"]["hf-static"]
-    assert row["target_passes"] == row["new_tokens"] == 12 and row["tau"] == 1.0
-    assert report["errors"] == [] and row["greedy_identical"] == 0
+    assert report["results"]["0"]["hf-static"]["greedy_identical"] == 0
+    assert len(report["errors"]) == 1 and "compiled nothing" in report["errors"][0]  # not the greedy mismatch
+
+
+def test_which_greedy_differences_fail_a_compiled_run(monkeypatch):
+    """At T = 0 a compiled row of ours must equal ar@compiled's tokens (an error otherwise), while
+    ar@compiled is only counted against eager ar, with where it parts (near_ties). The compiled runners
+    are swapped for their eager twins, so no compiler runs."""
+    make = bench.make_runner
+
+    def eager(spec, *args):
+        run = make(spec.removesuffix(bench.COMPILED), *args)
+        if spec not in ("ar@compiled", "chain:4@compiled"):
+            return run
+
+        def changed(*a):
+            out = run(*a)
+            out.tokens[-1] = (out.tokens[-1] + 1) % 100
+            return out
+
+        return changed
+
+    monkeypatch.setattr(bench, "make_runner", eager)
+    report = bench.measure(["chain:4@compiled", "chain:2@compiled"], (0.0,), prompts=2, max_new_tokens=6,
+                           repeats=1, quiet=True)  # fmt: skip
+    rows = report["results"]["0"]
+    assert rows["ar@compiled"]["greedy_identical"] == 0 and len(rows["ar@compiled"]["near_ties"]) == 2
+    # chain:2@compiled now differs from ar@compiled (which was changed) on every prompt: an error; the
+    # changed chain:4@compiled equals ar@compiled's changed tokens: none
+    assert (
+        rows["chain:2@compiled"]["greedy_identical"] == 0
+        and rows["chain:4@compiled"]["greedy_identical"] == 2
+    )
+    assert len(report["errors"]) == 2 and all("chain:2@compiled" in e for e in report["errors"])
+
+
+def test_a_fresh_process_measures_what_compiling_costs():
+    """compile-time's child, for real: a fresh interpreter decodes the run's prompts twice (here eager plain
+    decoding, so nothing compiles: the first pass costs about what the second does)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as cache:
+        r = bench._in_fresh_process(["ar", "tiny-code", 1, 4, ["0"], 1, "cpu"], cache)
+    assert set(r) == {"first_s", "again_s", "graphs"} and r["graphs"] == 0
+    assert r["first_s"] > 0 and r["again_s"] > 0
 
 
 def test_a_greedy_mismatch_is_an_error(monkeypatch, tmp_path):

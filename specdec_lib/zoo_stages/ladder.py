@@ -1,0 +1,125 @@
+"""The fair ladder (issue 51): every trained proposer on the same text, with a stated budget, measured alike.
+
+Until now each drafter learned from what its stage happened to use: DFlash from the target's own regenerated
+text, EAGLE, EAGLE-3, Medusa and the MTP heads from the corpus, each for its own number of steps. A ranking
+of the methods then mixes the method with its data. The ladder's recipe is one for all:
+
+- the text: ``zoo_train.regenerated_windows`` (the frozen target's own continuations of training-split
+  cuts, half greedy and half drawn at T = 1), the windows DFlash already learns from;
+- the budget: a stated number of tokens seen per drafter (``BUDGETS``), in windows of 8 x 256;
+- the held-out measure: ``ladder_tau``, each method's greedy and T = 1 tau on the same validation prompts,
+  decoded by the engine (the number a learner's decode gets, not a teacher-forced proxy).
+
+One stage per drafter, each its own run of at most ``minutes``: ``python -m specdec_lib.zoo_stages.ladder
+eagle``. It writes the zoo's weights and card, which records the recipe, the budget and the ladder's tau.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+
+import torch
+
+import specdec_lib as sd
+from specdec_lib import zoo
+from specdec_lib.training import Cosine
+
+BATCH, LENGTH = 8, 256
+BUDGETS = {  # drafter: tokens seen (steps x 8 x 256); the shipped corpus-trained EAGLE saw the same
+    "eagle": 1565 * BATCH * LENGTH,
+}
+LADDER_SPECS = {"eagle": "eagle:16"}  # the method spec the ladder measures each drafter by
+
+
+def ladder_tau(spec: str, name: str = "tiny-code", prompts: int = 30, new_tokens: int = 64, seed: int = 0):
+    """{"greedy": tau, "t1": tau}: new tokens per target pass of `spec`, pooled over the first `prompts`
+    validation prompts (their last 64 tokens, as the EAGLE cards' texts), `new_tokens` each, at T = 0 and
+    at T = 1 (seeded per prompt)."""
+    target, draft, tok = zoo.load_pair(name, device="cpu")
+    ids = [torch.tensor(tok.encode(p))[-64:] for p in zoo.heldout_prompts(prompts, split="validation")]
+    out = {}
+    for key, temperature in (("greedy", 0.0), ("t1", 1.0)):
+        tokens = passes = 0
+        for i, p in enumerate(ids):
+            proposer = sd.make_proposer(spec, target, draft)
+            g = sd.generate(target, p, new_tokens, proposer, temperature=temperature, seed=seed + i)
+            tokens, passes = tokens + len(g.tokens), passes + g.stats.target_forwards
+        out[key] = round(tokens / passes, 4)
+    return out
+
+
+def regenerated_batches(name: str, steps: int, seed: int) -> tuple[list[torch.Tensor], dict]:
+    """`steps` batches [8, 256] of the regenerated windows in seeded shuffled epochs, and the windows'
+    summary (their recipe) for the card."""
+    from specdec_lib.zoo_train import regenerated_windows, shuffled_batches
+
+    windows, summary = regenerated_windows(name, "train", seed=0)  # DFlash's: generated once, cached
+    epochs = math.ceil(steps * BATCH / len(windows))
+    return shuffled_batches(windows, BATCH, epochs, seed)[:steps], summary
+
+
+def train_eagle_ladder(name: str = "tiny-code", seed: int = 0, minutes: float = 40, lr: float = 1e-3,
+                       texts=None, val_batches: int = 20, ladder_prompts: int = 30):  # fmt: skip
+    """EAGLE's drafter (chapter 07's train_eagle, its corpus recipe otherwise unchanged: AdamW, a 20-step
+    warm-up, a cosine to 10%) on the regenerated windows for BUDGETS["eagle"] tokens, or `minutes`. Saves
+    it as the zoo's "eagle" with the corpus stage's card fields (chapters 07 and 08 read them), then the
+    recipe and the ladder's tau; then chapter 08's calibration, as the corpus stage does. texts (the
+    target's greedy validation texts), val_batches and ladder_prompts: smaller for a smoke test."""
+    from specdec_lib.eagle import EAGLE_VARIANTS, EagleDrafter, train_eagle
+    from specdec_lib.zoo_train import calibrate_eagle, eagle_card, frozen_target, validation_greedy_texts
+
+    steps = BUDGETS["eagle"] // (BATCH * LENGTH)
+    target, tok = frozen_target(name)
+    torch.manual_seed(seed)
+    config, w_cls = {"use_token": EAGLE_VARIANTS["eagle"]["use_token"]}, EAGLE_VARIANTS["eagle"]["w_cls"]
+    drafter = EagleDrafter(target, **config)
+    batches, data = regenerated_batches(name, steps, seed)
+    t0 = time.time()
+    history = train_eagle(
+        drafter,
+        target,
+        batches,
+        minutes * 60,
+        lr,
+        w_cls,
+        max_steps=steps,
+        schedule=Cosine(20, 0.1),
+        log_every=200,
+    )
+    val = zoo.token_batches(tok, "validation", BATCH, LENGTH, max_batches=val_batches, seed=seed)
+    texts = texts or validation_greedy_texts(target, tok)
+    card = eagle_card(name, "eagle", drafter, target, config, w_cls, history, val, texts, t0, lr, seed)
+    card["data"] = {"text": "regenerated", **{k: data[k] for k in ("recipe", "windows", "generated_tokens")}}
+    card["budget"] = {"tokens": BUDGETS["eagle"], "reached": len(history) == steps}
+    zoo.save_weights(drafter, "eagle", card, preset=name)
+    calibrate_eagle(name, texts)
+    card = zoo.load_weights("eagle", name)[1]
+    tau = ladder_tau(LADDER_SPECS["eagle"], name, prompts=ladder_prompts)
+    card["ladder"] = {"spec": LADDER_SPECS["eagle"], **tau}
+    (zoo.ZOO_DIR / name / "eagle" / "card.json").write_text(json.dumps(card, indent=1) + "\n")
+    return card
+
+
+STAGES = {"eagle": train_eagle_ladder}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("stage", choices=sorted(STAGES))
+    ap.add_argument("--name", default="tiny-code")
+    ap.add_argument(
+        "--minutes", type=float, default=40, help="the run's time cap (the budget usually ends it)"
+    )
+    ap.add_argument("--threads", type=int, default=0)
+    args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    card = STAGES[args.stage](args.name, minutes=args.minutes)
+    print({k: card[k] for k in ("steps", "tokens_seen", "wall_minutes", "ladder")})
+
+
+if __name__ == "__main__":
+    main()

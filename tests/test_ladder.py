@@ -1,0 +1,53 @@
+"""The fair ladder's stages (issue 51, specdec_lib.zoo_stages.ladder): trained on the regenerated text for a
+stated budget, measured by the same held-out decode, saved where the registry loads them from."""
+
+import hashlib
+
+import torch
+
+import specdec_lib as sd
+import specdec_lib.zoo_train as zoo_train
+from specdec_lib import zoo
+from specdec_lib.zoo_stages import ladder
+
+
+def _digest(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_the_eagle_stage_learns_from_the_regenerated_text_for_its_budget(monkeypatch, tmp_path):
+    shipped = zoo.ZOO_DIR / "tiny-code"
+    before = _digest(shipped / "eagle" / "model.safetensors")
+    mine = tmp_path / "tiny-code"
+    mine.mkdir()
+    for part in ("target", "draft"):  # the frozen pair, shared; the drafter goes to a scratch zoo
+        (mine / part).symlink_to(shipped / part)
+    monkeypatch.setattr(zoo, "ZOO_DIR", tmp_path)
+    windows = torch.randint(0, 4096, (24, 256), generator=torch.Generator().manual_seed(0))
+    asked = []
+
+    def regenerated(name, split="train", **kw):  # the target's own text, here a stand-in of 24 windows
+        asked.append(split)
+        return windows, {"recipe": "a stand-in", "windows": len(windows), "generated_tokens": 0}
+
+    monkeypatch.setattr(zoo_train, "regenerated_windows", regenerated)
+    monkeypatch.setitem(ladder.BUDGETS, "eagle", 4 * 8 * 256)  # 4 steps of 8 x 256
+    target, _, tok = zoo.load_pair("tiny-code")
+    texts = (
+        [torch.tensor(tok.encode(p))[-40:] for p in zoo.heldout_prompts(2, split="validation")],
+        [24, 24],
+    )
+    card = ladder.train_eagle_ladder(texts=texts, val_batches=1, ladder_prompts=2)
+    assert asked == ["train"] and card["data"]["text"] == "regenerated"
+    assert card["steps"] == 4 and card["tokens_seen"] == card["budget"]["tokens"] == 4 * 8 * 256
+    assert card["budget"]["reached"] and "greedy_temperature" in card["calibration"]
+    assert (
+        card["ladder"]["spec"] == "eagle:16" and card["ladder"]["greedy"] >= 1 and card["ladder"]["t1"] >= 1
+    )
+    assert _digest(shipped / "eagle" / "model.safetensors") == before  # the shipped drafter is untouched
+    # the registry loads the new drafter from the zoo it was saved to
+    target, draft, _ = zoo.load_pair("tiny-code")
+    proposer = sd.make_proposer("eagle:16", target, draft)
+    state = zoo.load_weights("eagle", "tiny-code")[0]
+    loaded = proposer.drafter.state_dict()
+    assert all(torch.equal(loaded[k].float(), v.float()) for k, v in state.items())
