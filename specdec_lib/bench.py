@@ -614,6 +614,8 @@ def compile_report(args) -> bool:
     report and rewrite its .json and .md."""
     path = Path(args.out) / f"{args.stem or report_stem(args.preset)}.json"
     report = compile_times(json.loads(path.read_text()), args.threads)
+    report["compile_command"] = "python -m specdec_lib.bench " + " ".join(args.argv)
+    report["compile_date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     path.write_text(json.dumps(report, indent=1) + "\n")
     path.with_suffix(".md").write_text(markdown(report))
     print(markdown(report))
@@ -703,7 +705,12 @@ def markdown(report) -> str:
             "**What compiling costs**: seconds of a first pass over the run's decodes (every prompt at every "
             "sampling, a fresh process) over the same pass again, with an empty inductor cache (cold) and with the one "
             "the cold run left (warm); break-even: the new tokens after which compiling has paid for itself "
-            "against the eager row (- where compiling is not faster).",
+            "against the eager row (- where compiling is not faster)"
+            + (
+                f"; `{report['compile_command']}`, {report['compile_date']}."
+                if "compile_command" in report
+                else "."
+            ),
             "",
             "| method | cold s | warm s | "
             + " | ".join(f"break-even tokens, {sampling_heading(k)} (cold / warm)" for k in keys)
