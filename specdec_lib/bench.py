@@ -27,8 +27,8 @@ alike). Methods are registry specs (`specdec_lib.methods`) or transformers' own 
                     in. If transformers declines to compile (it may, quietly), the run is an error.
     SPEC@compiled   one of ours (or ar) with the target's and the drafter's passes compiled: generate(...,
                     compile=True) and make_proposer(..., compile=True); `--compile` adds one for every
-                    method of ours that has passes to compile (issue 50). The warm-up compiles (on the
-                    longest prompt, so that every cache is as long as the run needs).
+                    method of ours that has passes to compile (issue 50). The warm-up compiles (every
+                    prompt at every sampling, longest first, so that every cache fits the run).
 
 Definitions (one of each, used everywhere):
 - speedup = (total new tokens / total seconds) of the method over the same ratio of `ar`, per repeat,
