@@ -470,3 +470,17 @@ def load_trained(name: str, target, build, preset: str = "tiny-code"):
 def model_card(name: str = "tiny-code", role: str = "target") -> dict:
     """The training card (corpus rule, steps, tokens, wall time, validation loss, bits per byte)."""
     return json.loads((ZOO_DIR / name / role / "card.json").read_text())
+
+
+TEXTS = {"regenerated": "the target's own regenerated text", "corpus": "the training corpus"}
+
+
+def recipe(card: dict) -> str:
+    """A drafter's recipe in one line, from its card (chapters 07-11 print it; issue 51's ladder keeps it
+    the same for every method): its text, tokens seen, steps, minutes and parameters."""
+    text = TEXTS[card.get("data", {}).get("text", "corpus")]
+    budget = "" if card.get("budget", {}).get("reached", True) else " (stopped before its budget)"
+    return (
+        f"{card['role']}: {text}, {card['tokens_seen']:,} tokens seen in {card['steps']} steps{budget}, "
+        f"{card['wall_minutes']:g} min, {card['parameters']:,} parameters"
+    )

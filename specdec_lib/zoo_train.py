@@ -11,9 +11,11 @@ its chapter's ``train_*`` on chapter 05's loop (``specdec_lib.training``), with 
 | draft    | models/<name>/draft/                          | one layer, trained on data and distilled; the one the      |
 |          |                                               | target agrees with more is kept (draft_tournament)         |
 | heads    | medusa, mtp-independent, mtp-sequential       | train_medusa, train_mtp (ch05-06), Cosine                  |
-| eagle    | eagle + two ablations (+ calibration, ch08)   | train_eagle (ch07), Cosine                                 |
+| eagle    | eagle + two ablations (+ calibration, ch08)   | train_eagle (ch07), Cosine, on the regenerated text for the|
+|          |                                               | ladder's budget (zoo_stages.ladder, issue 51)              |
 | eagle3   | eagle3 + the scaling experiment and ablations | train_eagle3, train_eagle (ch09), WarmupStableDecay        |
-|          |                                               | branches (at_budgets)                                      |
+|          |                                               | branches (at_budgets), on the regenerated text for the     |
+|          |                                               | ladder's budget (zoo_stages.ladder)                        |
 | dflash   | dflash (on the target's regenerated text; the | train_dflash (ch10), WarmupStableDecay; regenerated_windows|
 |          | corpus-trained one only measured, its card)   | (cached)                                                   |
 | dflash2  | dflash2 (two runs on the frozen DFlash)       | train_dflash2 (ch11), WarmupStableDecay                    |
@@ -47,6 +49,7 @@ import torch.nn.functional as F
 
 from specdec_lib import hf, zoo
 from specdec_lib.training import Cosine, WarmupStableDecay, adamw, train_on_frozen_target
+from specdec_lib.zoo_stages import ladder
 from specdec_lib.zoo_stages.eagle3_real import train_eagle3_real
 
 EOS = "<|endoftext|>"
@@ -406,46 +409,6 @@ def eagle_card(name: str, role: str, m, target, config: dict, w_cls: float, hist
     }
 
 
-def train_eagle_stage(name: str, seed: int, steps: int = 1565, minutes: float = 20, batch: int = 8,
-                      length: int = 256, lr: float = 1e-3, max_batches: int | None = 6000):  # fmt: skip
-    """EAGLE's drafter and its two ablations (chapter 07, EAGLE_VARIANTS), each by chapter 07's
-    train_eagle on the same batches (AdamW, 20-step warm-up, cosine to 10% over `steps` or `minutes`).
-    Each card records teacher-forced validation numbers and acc[d, r] along the target's greedy text
-    (rank_acceptance), from which chapter 07 builds the static tree; EAGLE's is then calibrated."""
-    from specdec_lib.eagle import (
-        EAGLE_VARIANTS,
-        EagleDrafter,
-        train_eagle,
-    )
-
-    target, tok = frozen_target(name)
-    torch.manual_seed(seed)
-    configs = {k: {"use_token": v["use_token"]} for k, v in EAGLE_VARIANTS.items()}
-    models = {k: EagleDrafter(target, **configs[k]) for k in EAGLE_VARIANTS}
-    batches = zoo.token_batches(tok, "train", batch, length, max_batches, seed=seed)
-    val = zoo.token_batches(tok, "validation", batch, length, max_batches=20, seed=seed)
-    seqs, starts = validation_greedy_texts(target, tok)
-    for k, m in models.items():
-        w_cls = EAGLE_VARIANTS[k]["w_cls"]
-        t0 = time.time()
-        history = train_eagle(
-            m,
-            target,
-            batches,
-            minutes * 60,
-            lr,
-            w_cls,
-            max_steps=steps,
-            schedule=Cosine(20, 0.1),
-            log_every=200,
-        )
-        card = eagle_card(name, k, m, target, configs[k], w_cls, history, val, (seqs, starts), t0, lr, seed)
-        zoo.save_weights(m, k, card, preset=name)
-        acc0 = [row[0] for row in card["rank_acceptance"]["acc"]]
-        log(f"{k}: {len(history)} steps, {card['validation']}, acc[:, 0] {acc0}")
-    calibrate_eagle(name, (seqs, starts))
-
-
 TEMPERATURE_GRID = (0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 
@@ -457,7 +420,7 @@ def calibrate_eagle(name: str, texts=None):
 
     target, _, tok = zoo.load_pair(name, device="cpu")
     drafter, card = load_eagle(target, "eagle", name)
-    seqs, starts = texts or validation_greedy_texts(target, tok)  # train_eagle_stage hands its own over
+    seqs, starts = texts or validation_greedy_texts(target, tok)  # the EAGLE stage hands its own over
     records = calibration_records(drafter, target, seqs, starts, temperatures=TEMPERATURE_GRID)
     best = fit_greedy_temperature(records)
     card["calibration"] = {
@@ -497,10 +460,10 @@ def calibrate_sampled_slots(name: str, kind: str, texts=None, seed: int = 0):
 
 
 # ------------------------------------------------------------------------- EAGLE-3 (chapter 09)
-EAGLE3_RUNS = {  # run: (constructor config, training-time-test steps, budgets in units; None: the scaling ones)
-    "eagle3": ({}, 6, None),
-    "eagle3-last-layer": ({"feature_layers": (-1,)}, 6, (3,)),
-    "eagle3-teacher-forced": ({}, 1, (3,)),
+EAGLE3_RUNS = {  # run: (constructor config, training-time-test steps, an ablation: trained to ablation_units)
+    "eagle3": ({}, 6, False),
+    "eagle3-last-layer": ({"feature_layers": (-1,)}, 6, True),
+    "eagle3-teacher-forced": ({}, 1, True),
 }
 
 
@@ -565,20 +528,26 @@ def at_budgets(model, train, batches, unit: int, budgets, lr: float) -> dict:
 
 
 def train_eagle3_stage(name: str, seed: int, batch: int = 8, length: int = 256, units: int = 9,
-                       max_batches: int | None = None):  # fmt: skip
-    """EAGLE-3 (chapter 09) and the experiments its chapter plots, on ONE pass over the training split cut
-    into `units` equal token budgets, every drafter by its chapter's train_* on the same batches (AdamW(0.9,
-    0.95), warmup-stable-decay, see at_budgets). The scaling experiment: EAGLE-1 and EAGLE-3 at 1, 3 and
-    9 units. Two EAGLE-3 ablations at 3 units: last-layer features only, and teacher forcing (one step
-    instead of the training-time test). Only the 9-unit EAGLE-3 ships; the card stores every number."""
+                       max_batches: int | None = None, batches=None, counts=None, scaling=(1, 3),
+                       ablation_units: int = 3, data: dict | None = None):  # fmt: skip
+    """EAGLE-3 (chapter 09) and the experiments its chapter plots, on ONE pass over `batches` (default: the
+    training split) cut into `units` equal token budgets, every drafter by its chapter's train_* on the
+    same batches (AdamW(0.9, 0.95), warmup-stable-decay, see at_budgets). The scaling experiment: EAGLE-1
+    and EAGLE-3 at the `scaling` budgets and at all `units`. Two EAGLE-3 ablations at `ablation_units`:
+    last-layer features only, and teacher forcing (one step instead of the training-time test). Only the
+    full-budget EAGLE-3 ships; the card stores every number. counts: token counts of the training text,
+    for the draft vocabulary (default: the training split's); data: the text's summary for the card."""
     from specdec_lib.eagle import EagleDrafter, train_eagle
     from specdec_lib.eagle3 import DRAFT_VOCAB, Eagle3Drafter, draft_vocabulary, token_counts, train_eagle3
 
     target, tok = frozen_target(name)
     torch.manual_seed(seed)
-    counts = token_counts(tok, "train")
+    counts = token_counts(tok, "train") if counts is None else counts
     d2t, _ = draft_vocabulary(counts, DRAFT_VOCAB)
-    batches = zoo.token_batches(tok, "train", batch, length, max_batches, seed=seed)  # the whole split, once
+    if batches is None:
+        batches = zoo.token_batches(
+            tok, "train", batch, length, max_batches, seed=seed
+        )  # the whole split, once
     unit = len(batches) // units
     texts = validation_greedy_texts(target, tok)
     prompts = [s[:st] for s, st in zip(*texts)]
@@ -589,8 +558,9 @@ def train_eagle3_stage(name: str, seed: int, batch: int = 8, length: int = 256, 
     # Built first, in this order, so that each one's seeded initial weights do not depend on the training.
     drafters = {"eagle": EagleDrafter(target)}
     drafters.update({k: Eagle3Drafter(target, d2t, **kw) for k, (kw, _, _) in EAGLE3_RUNS.items()})
-    scaling = (*[b for b in (1, 3) if b < units], units)  # EAGLE-1 and EAGLE-3: the scaling experiment
-    budgets = {"eagle": scaling, **{k: b or scaling for k, (_, _, b) in EAGLE3_RUNS.items()}}
+    scaling = (*[b for b in scaling if b < units], units)  # EAGLE-1 and EAGLE-3: the scaling experiment
+    ablation = (min(ablation_units, units),)
+    budgets = {"eagle": scaling, **{k: ablation if b else scaling for k, (_, _, b) in EAGLE3_RUNS.items()}}
 
     def trainer(k, lr):  # (drafter, batches, schedule, optimiser) -> chapter 07's or 09's train_* on them
         if k == "eagle":
@@ -600,10 +570,12 @@ def train_eagle3_stage(name: str, seed: int, batch: int = 8, length: int = 256, 
             m, target, b, math.inf, ttt, lr, schedule=sch, optimizer=opt
         )
 
-    results, t0 = {}, time.time()
+    results, minutes, t0 = {}, {}, time.time()
     for k, m in drafters.items():
-        lr = lrs["eagle" if k == "eagle" else "eagle3"]
-        for b, trained in at_budgets(m, trainer(k, lr), batches, unit, budgets[k], lr).items():
+        lr, t = lrs["eagle" if k == "eagle" else "eagle3"], time.time()
+        trained_at = at_budgets(m, trainer(k, lr), batches, unit, budgets[k], lr)
+        minutes[k] = round((time.time() - t) / 60, 1)
+        for b, trained in trained_at.items():
             results[f"{k}:{b}"] = {"tokens": b * unit * batch * length,
                                    **eagle_snapshot_eval(trained, target, texts, prompts)}  # fmt: skip
             log(f"{k}:{b}: tau {results[f'{k}:{b}']['tau_greedy_eagle2_tree']}")
@@ -623,26 +595,30 @@ def train_eagle3_stage(name: str, seed: int, batch: int = 8, length: int = 256, 
         "steps": unit * units,
         "tokens_seen": unit * units * batch * length,
         "wall_minutes": round((time.time() - t0) / 60, 1),
+        "train_minutes": {"how": "each drafter's training, its decay branches included", **minutes},
         "seed": seed,
         "draft_vocabulary": {
-            "rule": "the most frequent tokens of the training split",
+            "rule": "the most frequent tokens of the training text",
             "train_token_coverage": round(
                 float(counts.sort(descending=True).values[: len(d2t)].sum() / counts.sum()), 4
             ),
         },
         "rank_acceptance": {
-            "how": "as the eagle card's, at depth 8, for the shipped (9-unit) drafter",
+            "how": f"as the eagle card's, at depth 8, for the shipped ({units}-unit) drafter",
             "acc": res["acc"],
         },
         "calibration": {"greedy_temperature": res["greedy_temperature"]},
         "experiments": {
-            "how": "one pass over the training split cut into 9 token budgets; each point is a drafter "
+            "how": f"one pass over the training text cut into {units} token budgets; each point is a drafter "
             "trained to that budget (warmup-stable-decay branches); tau: greedy decoding with EAGLE-2's "
             "tree (16 nodes, depth 8, top-4, fitted temperature) after each of 30 validation prompts, "
             "64 new tokens; acc as in rank_acceptance. EAGLE-1: lr 1e-3, regression + 0.1 CE, noise 0.1",
             "unit_tokens": unit * batch * length,
+            "scaling_units": list(scaling),
+            "ablation_units": ablation[0],
             "results": results,
         },
+        **({"data": data} if data else {}),
         "torch": torch.__version__,
     }
     zoo.save_weights(final, "eagle3", card, preset=name)
@@ -1127,11 +1103,11 @@ BASE = {
 }
 STAGES = {  # `--stage NAME` -> its trainer (chapter: what it trains)
     "heads": lambda a: train_heads(a.name, a.seed, max_batches=a.max_batches or 4000),  # 05-06: Medusa, MTP
-    "eagle": lambda a: train_eagle_stage(a.name, a.seed, max_batches=a.max_batches or 6000),  # 07-08: EAGLE
+    "eagle": lambda a: ladder.train_eagle_stage(a.name, a.seed, steps=a.max_batches),  # 07-08: EAGLE (ladder)
     "eagle3": lambda a: (  # 09: EAGLE-3 and its scaling experiment; for a real preset, its drafter alone
         train_eagle3_real(a.name, a.minutes or 40)
         if a.name in zoo.REAL_PRESETS
-        else train_eagle3_stage(a.name, a.seed, max_batches=a.max_batches)
+        else ladder.train_eagle3_ladder(a.name, a.seed, steps=a.max_batches)
     ),
     "dflash": lambda a: train_dflash_stage(a.name, a.seed, max_batches=a.max_batches),  # 10: DFlash
     "dflash2": lambda a: train_dflash2_stage(a.name, a.seed, max_batches=a.max_batches),  # 11: DFlash 2

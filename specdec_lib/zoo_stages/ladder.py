@@ -28,10 +28,16 @@ from specdec_lib import zoo
 from specdec_lib.training import Cosine
 
 BATCH, LENGTH = 8, 256
-BUDGETS = {  # drafter: tokens seen (steps x 8 x 256); the shipped corpus-trained EAGLE saw the same
-    "eagle": 1565 * BATCH * LENGTH,
+BUDGETS = {  # drafter: tokens seen (steps x 8 x 256), about 2 epochs of the 6144 regenerated windows
+    "eagle": 1565 * BATCH * LENGTH,  # what the corpus-trained EAGLE saw
+    "eagle3": 1566 * BATCH * LENGTH,  # 18 units of 87 steps (chapter 09's scaling points), as the corpus one
 }
-LADDER_SPECS = {"eagle": "eagle:16"}  # the method spec the ladder measures each drafter by
+EAGLE3_UNITS, EAGLE3_SCALING, EAGLE3_ABLATION = (
+    18,
+    (2, 6, 9),
+    6,
+)  # 1/9, 1/3, 1/2 of the budget; ablations at 1/3
+LADDER_SPECS = {"eagle": "eagle:16", "eagle3": "eagle3:16"}  # the method spec the ladder measures each by
 
 
 def ladder_tau(spec: str, name: str = "tiny-code", prompts: int = 30, new_tokens: int = 64, seed: int = 0):
@@ -62,19 +68,23 @@ def regenerated_batches(name: str, steps: int, seed: int) -> tuple[list[torch.Te
 
 
 def train_eagle_ladder(name: str = "tiny-code", seed: int = 0, minutes: float = 40, lr: float = 1e-3,
-                       texts=None, val_batches: int = 20, ladder_prompts: int = 30):  # fmt: skip
+                       texts=None, val_batches: int = 20, ladder_prompts: int = 30, variant: str = "eagle",
+                       steps: int | None = None):  # fmt: skip
     """EAGLE's drafter (chapter 07's train_eagle, its corpus recipe otherwise unchanged: AdamW, a 20-step
     warm-up, a cosine to 10%) on the regenerated windows for BUDGETS["eagle"] tokens, or `minutes`. Saves
     it as the zoo's "eagle" with the corpus stage's card fields (chapters 07 and 08 read them), then the
-    recipe and the ladder's tau; then chapter 08's calibration, as the corpus stage does. texts (the
-    target's greedy validation texts), val_batches and ladder_prompts: smaller for a smoke test."""
+    recipe and the ladder's tau; then chapter 08's calibration, as the corpus stage did. variant: one of
+    chapter 07's EAGLE_VARIANTS (an ablation is saved under its own name, neither calibrated nor measured
+    by the ladder). texts (the target's greedy validation texts), val_batches, ladder_prompts and steps
+    (fewer than the budget's): smaller for a smoke test."""
     from specdec_lib.eagle import EAGLE_VARIANTS, EagleDrafter, train_eagle
     from specdec_lib.zoo_train import calibrate_eagle, eagle_card, frozen_target, validation_greedy_texts
 
-    steps = BUDGETS["eagle"] // (BATCH * LENGTH)
+    budget_steps = BUDGETS["eagle"] // (BATCH * LENGTH)
+    steps = min(steps or budget_steps, budget_steps)
     target, tok = frozen_target(name)
     torch.manual_seed(seed)
-    config, w_cls = {"use_token": EAGLE_VARIANTS["eagle"]["use_token"]}, EAGLE_VARIANTS["eagle"]["w_cls"]
+    config, w_cls = {"use_token": EAGLE_VARIANTS[variant]["use_token"]}, EAGLE_VARIANTS[variant]["w_cls"]
     drafter = EagleDrafter(target, **config)
     batches, data = regenerated_batches(name, steps, seed)
     t0 = time.time()
@@ -91,10 +101,12 @@ def train_eagle_ladder(name: str = "tiny-code", seed: int = 0, minutes: float = 
     )
     val = zoo.token_batches(tok, "validation", BATCH, LENGTH, max_batches=val_batches, seed=seed)
     texts = texts or validation_greedy_texts(target, tok)
-    card = eagle_card(name, "eagle", drafter, target, config, w_cls, history, val, texts, t0, lr, seed)
+    card = eagle_card(name, variant, drafter, target, config, w_cls, history, val, texts, t0, lr, seed)
     card["data"] = {"text": "regenerated", **{k: data[k] for k in ("recipe", "windows", "generated_tokens")}}
-    card["budget"] = {"tokens": BUDGETS["eagle"], "reached": len(history) == steps}
-    zoo.save_weights(drafter, "eagle", card, preset=name)
+    card["budget"] = {"tokens": BUDGETS["eagle"], "reached": len(history) == budget_steps}
+    zoo.save_weights(drafter, variant, card, preset=name)
+    if variant != "eagle":  # an ablation (chapter 07 compares the three): no calibration, no method spec
+        return card
     calibrate_eagle(name, texts)
     card = zoo.load_weights("eagle", name)[1]
     tau = ladder_tau(LADDER_SPECS["eagle"], name, prompts=ladder_prompts)
@@ -103,7 +115,47 @@ def train_eagle_ladder(name: str = "tiny-code", seed: int = 0, minutes: float = 
     return card
 
 
-STAGES = {"eagle": train_eagle_ladder}
+def train_eagle3_ladder(name: str = "tiny-code", seed: int = 0, minutes: float = 45, steps: int | None = None,
+                        ladder_prompts: int = 30):  # fmt: skip
+    """Chapter 09's EAGLE-3 stage (zoo_train.train_eagle3_stage: EAGLE-3, its two ablations and the scaling
+    experiment against an EAGLE trained alike) on the regenerated windows for BUDGETS["eagle3"] tokens, cut
+    into EAGLE3_UNITS units: the scaling points include half the budget (issue 51's data-scaling point).
+    The draft vocabulary is the regenerated text's most frequent tokens. Then the ladder's tau in its card.
+    steps, ladder_prompts: fewer (a smoke test; the units shrink with the steps). minutes: unused, the
+    budget ends the run (about 40 minutes on 2 cores)."""
+    from specdec_lib.zoo_train import train_eagle3_stage
+
+    full = BUDGETS["eagle3"] // (BATCH * LENGTH)
+    steps = min(steps or full, full)
+    batches, data = regenerated_batches(name, steps, seed)
+    windows = torch.stack([w for b in batches for w in b])
+    target, _, tok = zoo.load_pair(name, device="cpu")
+    counts = torch.bincount(windows.flatten(), minlength=len(tok))[: len(tok)]  # the text it learns from
+    units = min(EAGLE3_UNITS, steps)
+    data = {"text": "regenerated", **{k: data[k] for k in ("recipe", "windows", "generated_tokens")}}
+    train_eagle3_stage(name, seed, units=units, batches=batches, counts=counts, scaling=EAGLE3_SCALING,
+                       ablation_units=EAGLE3_ABLATION, data=data)  # fmt: skip
+    card = zoo.load_weights("eagle3", name)[1]
+    card["budget"] = {"tokens": BUDGETS["eagle3"], "reached": card["tokens_seen"] == BUDGETS["eagle3"]}
+    tau = ladder_tau(LADDER_SPECS["eagle3"], name, prompts=ladder_prompts)
+    card["ladder"] = {"spec": LADDER_SPECS["eagle3"], **tau}
+    (zoo.ZOO_DIR / name / "eagle3" / "card.json").write_text(json.dumps(card, indent=1) + "\n")
+    return card
+
+
+def train_eagle_stage(name: str = "tiny-code", seed: int = 0, minutes: float = 40, steps: int | None = None):
+    """`make zoo`'s EAGLE stage (chapters 07-08): the two ablations, then EAGLE itself (calibrated and
+    measured by the ladder), each on the regenerated text for the same budget, or `steps` (a smoke test)."""
+    from specdec_lib.eagle import EAGLE_VARIANTS
+    from specdec_lib.zoo_train import frozen_target, validation_greedy_texts
+
+    texts = validation_greedy_texts(*frozen_target(name))  # the same greedy texts for all three cards
+    for variant in sorted(EAGLE_VARIANTS, key=lambda v: v == "eagle"):  # EAGLE last: it calibrates
+        card = train_eagle_ladder(name, seed, minutes, texts=texts, variant=variant, steps=steps)
+    return card
+
+
+STAGES = {"eagle": train_eagle_stage, "eagle3": train_eagle3_ladder}
 
 
 def main(argv=None):
