@@ -445,10 +445,26 @@ def measure(
         "repeats": repeats,
         "temperatures": [setting_key(t) for t in temperatures],
         "methods": specs,
+        "drafters": drafters_of(preset, [s.removesuffix(COMPILED) for s in specs]),
         "recompiles_after_warmup": hf.compiled_graphs() - graphs,
         "skipped": skipped,
         "errors": errors,
         "results": results,
+    }
+
+
+def drafters_of(preset: str, specs) -> dict:
+    """{zoo weights: their file's sha256 (first 16 hex digits)} for the trained drafters the specs load: which
+    weights a report measured, so that a reader of the report (chapter 12's ladder) can tell when the zoo
+    has moved on since."""
+    import hashlib
+
+    from specdec_lib.methods import METHODS
+
+    names = {METHODS[s.partition(":")[0]].zoo_weights for s in specs if s.partition(":")[0] in METHODS}
+    return {
+        w: hashlib.sha256((zoo.ZOO_DIR / preset / w / "model.safetensors").read_bytes()).hexdigest()[:16]
+        for w in sorted(n for n in names if n is not None and zoo.has_weights(n, preset))
     }
 
 

@@ -478,9 +478,17 @@ TEXTS = {"regenerated": "the target's own regenerated text", "corpus": "the trai
 def recipe(card: dict) -> str:
     """A drafter's recipe in one line, from its card (chapters 07-11 print it; issue 51's ladder keeps it
     the same for every method): its text, tokens seen, steps, minutes and parameters."""
-    text = TEXTS[card.get("data", {}).get("text", "corpus")]
+    text = card.get("data", {}).get("text", "corpus")
+    if text not in TEXTS:
+        raise ValueError(f"{card['role']}'s card names a text {text!r}; known: {sorted(TEXTS)}")
+    text = TEXTS[text]
+    if "backbone" in card:  # DFlash 2: its mixers and selector, trained on DFlash's frozen drafter
+        runs = ", ".join(f"{run} {card['steps'][run]} steps, {card['parameters'][run]:,} parameters"
+                         for run in card["steps"])  # fmt: skip
+        return f"{card['role']}: {text}, on {card['backbone']}; {runs}"
     budget = "" if card.get("budget", {}).get("reached", True) else " (stopped before its budget)"
+    minutes = card.get("train_minutes", {}).get(card["role"], card["wall_minutes"])
     return (
         f"{card['role']}: {text}, {card['tokens_seen']:,} tokens seen in {card['steps']} steps{budget}, "
-        f"{card['wall_minutes']:g} min, {card['parameters']:,} parameters"
+        f"{minutes:g} min, {card['parameters']:,} parameters"
     )

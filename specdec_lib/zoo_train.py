@@ -10,7 +10,8 @@ its chapter's ``train_*`` on chapter 05's loop (``specdec_lib.training``), with 
 | target   | models/<name>/target/ (+ the tokenizer)       | byte-level BPE on the train files; a 6-layer Llama, Cosine |
 | draft    | models/<name>/draft/                          | one layer, trained on data and distilled; the one the      |
 |          |                                               | target agrees with more is kept (draft_tournament)         |
-| heads    | medusa, mtp-independent, mtp-sequential       | train_medusa, train_mtp (ch05-06), Cosine                  |
+| heads    | medusa, mtp-independent, mtp-sequential       | train_medusa, train_mtp (ch05-06), Cosine, on the          |
+|          |                                               | regenerated text (zoo_stages.ladder)                       |
 | eagle    | eagle + two ablations (+ calibration, ch08)   | train_eagle (ch07), Cosine, on the regenerated text for the|
 |          |                                               | ladder's budget (zoo_stages.ladder, issue 51)              |
 | eagle3   | eagle3 + the scaling experiment and ablations | train_eagle3, train_eagle (ch09), WarmupStableDecay        |
@@ -40,6 +41,7 @@ import json
 import math
 import platform
 import re
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -297,11 +299,12 @@ HEADS = {  # name: (config, peak learning rate)
 
 
 def train_heads(name: str, seed: int, steps: int = 484, minutes: float = 30, batch: int = 8, length: int = 256,
-                max_batches: int | None = 4000):  # fmt: skip
+                max_batches: int | None = 4000, batches=None, kinds=None, data: dict | None = None):  # fmt: skip
     """Medusa heads (chapter 05) and both MTP variants (chapter 06) on the frozen target, each by its
     chapter's train_* on the same batches: AdamW, a 20-step warm-up and a cosine to 10% over `steps`
-    steps (or `minutes`, whichever runs out first). The batches are the first of `max_batches` shuffled
-    ones (the shuffle depends on that number: it is kept so the shipped weights reproduce)."""
+    steps (or `minutes`, whichever runs out first). The batches: `batches`, or the first of `max_batches`
+    shuffled ones of the training split. kinds: which of the three to train (default: all; each one's
+    seeded initial weights are the same either way); data: the text's summary for the cards."""
     from specdec_lib.medusa import MedusaHeads, head_accuracy, train_medusa
     from specdec_lib.mtp import IndependentMTP, SequentialMTP, depth_accuracy, train_mtp
 
@@ -313,9 +316,12 @@ def train_heads(name: str, seed: int, steps: int = 484, minutes: float = 30, bat
     target, tok = frozen_target(name)
     torch.manual_seed(seed)  # the three are built first, in this order: their initial weights are seeded
     models = {k: build[k](target, **config) for k, (config, _) in HEADS.items()}
-    batches = zoo.token_batches(tok, "train", batch, length, max_batches, seed=seed)
+    if batches is None:
+        batches = zoo.token_batches(tok, "train", batch, length, max_batches, seed=seed)
     val = zoo.token_batches(tok, "validation", batch, length, max_batches=40, seed=seed)
     for k, m in models.items():
+        if kinds is not None and k not in kinds:
+            continue
         config, lr = HEADS[k]
         train = train_medusa if k == "medusa" else train_mtp
         t0 = time.time()
@@ -345,6 +351,7 @@ def train_heads(name: str, seed: int, steps: int = 484, minutes: float = 30, bat
                 else {}
             ),
             "last_train_ce": [round(x, 4) for x in history[-1]],
+            **({"data": data} if data else {}),
             "torch": torch.__version__,
         }
         zoo.save_weights(m, k, card, preset=name)
@@ -529,14 +536,19 @@ def at_budgets(model, train, batches, unit: int, budgets, lr: float) -> dict:
 
 def train_eagle3_stage(name: str, seed: int, batch: int = 8, length: int = 256, units: int = 9,
                        max_batches: int | None = None, batches=None, counts=None, scaling=(1, 3),
-                       ablation_units: int = 3, data: dict | None = None):  # fmt: skip
+                       ablation_units: int = 3, data: dict | None = None, minutes: float | None = None):  # fmt: skip
     """EAGLE-3 (chapter 09) and the experiments its chapter plots, on ONE pass over `batches` (default: the
     training split) cut into `units` equal token budgets, every drafter by its chapter's train_* on the
     same batches (AdamW(0.9, 0.95), warmup-stable-decay, see at_budgets). The scaling experiment: EAGLE-1
     and EAGLE-3 at the `scaling` budgets and at all `units`. Two EAGLE-3 ablations at `ablation_units`:
     last-layer features only, and teacher forcing (one step instead of the training-time test). Only the
     full-budget EAGLE-3 ships; the card stores every number. counts: token counts of the training text,
-    for the draft vocabulary (default: the training split's); data: the text's summary for the card."""
+    for the draft vocabulary (default: the training split's); data: the text's summary for the card.
+
+    Resumable: each drafter, once trained and measured, is checkpointed (its numbers, the random state
+    after it, and EAGLE-3's weights) in zoo.cache_dir(); a run given `minutes` starts no new drafter after
+    them and returns None, and the next run continues where it stopped, with the same numbers an unbroken
+    run gets. Returns the card once every drafter is done."""
     from specdec_lib.eagle import EagleDrafter, train_eagle
     from specdec_lib.eagle3 import DRAFT_VOCAB, Eagle3Drafter, draft_vocabulary, token_counts, train_eagle3
 
@@ -570,15 +582,38 @@ def train_eagle3_stage(name: str, seed: int, batch: int = 8, length: int = 256, 
             m, target, b, math.inf, ttt, lr, schedule=sch, optimizer=opt
         )
 
-    results, minutes, t0 = {}, {}, time.time()
+    folder = zoo.cache_dir() / "checkpoints" / f"{name}-eagle3-stage-seed{seed}"
+    key = {"steps": unit * units, "units": units, "budgets": budgets, "d2t": d2t.tolist(),
+           "batches": [int(batches[0].sum()), int(batches[-1].sum())]}  # fmt: skip
+    results, spent, t0 = {}, {}, time.time()  # spent: {drafter: (training minutes, all its minutes)}
     for k, m in drafters.items():
+        path = folder / f"{k}.pt"
+        if path.exists() and (done := torch.load(path, weights_only=False))["key"] == key:
+            (
+                results.update(done["results"]),
+                spent.update({k: done["spent"]}),
+                torch.set_rng_state(done["rng"]),
+            )
+            if done["state"] is not None:
+                m.load_state_dict(done["state"])
+            log(f"{k}: done in an earlier run ({path})")
+            continue
+        if minutes is not None and time.time() - t0 > minutes * 60:
+            log(f"eagle3: this run's {minutes} minutes are spent; run the stage again to go on from {k}")
+            return None
         lr, t = lrs["eagle" if k == "eagle" else "eagle3"], time.time()
         trained_at = at_budgets(m, trainer(k, lr), batches, unit, budgets[k], lr)
-        minutes[k] = round((time.time() - t) / 60, 1)
+        train_minutes = round((time.time() - t) / 60, 1)
         for b, trained in trained_at.items():
             results[f"{k}:{b}"] = {"tokens": b * unit * batch * length,
                                    **eagle_snapshot_eval(trained, target, texts, prompts)}  # fmt: skip
             log(f"{k}:{b}: tau {results[f'{k}:{b}']['tau_greedy_eagle2_tree']}")
+        spent[k] = (train_minutes, round((time.time() - t) / 60, 1))
+        folder.mkdir(parents=True, exist_ok=True)
+        torch.save({"key": key, "results": {r: v for r, v in results.items() if r.startswith(f"{k}:")},
+                    "spent": spent[k], "rng": torch.get_rng_state(),
+                    "state": m.state_dict() if k == "eagle3" else None}, path)  # fmt: skip
+    minutes = {k: train for k, (train, _) in spent.items()}
     final, res = drafters["eagle3"], results[f"eagle3:{units}"]
     card = {
         "role": "eagle3",
@@ -594,7 +629,7 @@ def train_eagle3_stage(name: str, seed: int, batch: int = 8, length: int = 256, 
         "trainer": "specdec_lib.eagle3.train_eagle3",
         "steps": unit * units,
         "tokens_seen": unit * units * batch * length,
-        "wall_minutes": round((time.time() - t0) / 60, 1),
+        "wall_minutes": round(sum(total for _, total in spent.values()), 1),
         "train_minutes": {"how": "each drafter's training, its decay branches included", **minutes},
         "seed": seed,
         "draft_vocabulary": {
@@ -623,7 +658,9 @@ def train_eagle3_stage(name: str, seed: int, batch: int = 8, length: int = 256, 
     }
     zoo.save_weights(final, "eagle3", card, preset=name)
     calibrate_sampled_slots(name, "eagle3")
+    shutil.rmtree(folder, ignore_errors=True)
     log(f"eagle3 saved under {zoo.ZOO_DIR / name}; tau {res['tau_greedy_eagle2_tree']}")
+    return card
 
 
 # ------------------------------------------------------------------------- DFlash (chapter 10)
@@ -842,6 +879,7 @@ def train_dflash_stage(name: str, seed: int, steps: int = 2863, minutes: float =
         "blocks_seen": len(history) * batch * anchors,
         "seed": seed,
         "data": {
+            "text": "regenerated",
             **data,
             "epochs_seen": round(len(history) * batch / len(regenerated), 2),
             "validation_set": val_data,
@@ -960,6 +998,7 @@ def train_dflash2_stage(name: str, seed: int, steps: dict | None = None, minutes
         "schedule": f"AdamW(0.9, 0.95), lr {lr}, {schedule}, over each run's steps",
         "trainer": "specdec_lib.dflash2.train_dflash2",
         "data": {
+            "text": "regenerated",
             **data,
             "note": "the regenerated windows the DFlash backbone was trained on, fresh shuffles",
         },
@@ -1102,12 +1141,12 @@ BASE = {
     "draft": draft_tournament,
 }
 STAGES = {  # `--stage NAME` -> its trainer (chapter: what it trains)
-    "heads": lambda a: train_heads(a.name, a.seed, max_batches=a.max_batches or 4000),  # 05-06: Medusa, MTP
+    "heads": lambda a: ladder.train_heads_stage(a.name, a.seed, steps=a.max_batches),  # 05-06: Medusa, MTP
     "eagle": lambda a: ladder.train_eagle_stage(a.name, a.seed, steps=a.max_batches),  # 07-08: EAGLE (ladder)
     "eagle3": lambda a: (  # 09: EAGLE-3 and its scaling experiment; for a real preset, its drafter alone
         train_eagle3_real(a.name, a.minutes or 40)
         if a.name in zoo.REAL_PRESETS
-        else ladder.train_eagle3_ladder(a.name, a.seed, steps=a.max_batches)
+        else ladder.train_eagle3_ladder(a.name, a.seed, minutes=a.minutes, steps=a.max_batches)
     ),
     "dflash": lambda a: train_dflash_stage(a.name, a.seed, max_batches=a.max_batches),  # 10: DFlash
     "dflash2": lambda a: train_dflash2_stage(a.name, a.seed, max_batches=a.max_batches),  # 11: DFlash 2
@@ -1161,7 +1200,9 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: leave torch's default)")
-    ap.add_argument("--minutes", type=float, default=None, help="a real preset's run: its time budget")
+    ap.add_argument(
+        "--minutes", type=float, default=None, help="a resumable stage's run (eagle3): its time cap"
+    )
     ap.add_argument(
         "--max-batches", type=int, default=None, help="proposer stages: fewer batches (smoke tests)"
     )

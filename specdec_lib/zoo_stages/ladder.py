@@ -31,13 +31,18 @@ BATCH, LENGTH = 8, 256
 BUDGETS = {  # drafter: tokens seen (steps x 8 x 256), about 2 epochs of the 6144 regenerated windows
     "eagle": 1565 * BATCH * LENGTH,  # what the corpus-trained EAGLE saw
     "eagle3": 1566 * BATCH * LENGTH,  # 18 units of 87 steps (chapter 09's scaling points), as the corpus one
+    "medusa": 484 * BATCH * LENGTH,  # the Medusa heads and the MTP modules: what the corpus-trained ones saw
+    "mtp-independent": 484 * BATCH * LENGTH,
+    "mtp-sequential": 484 * BATCH * LENGTH,
 }
+HEADS = ("medusa", "mtp-independent", "mtp-sequential")
 EAGLE3_UNITS, EAGLE3_SCALING, EAGLE3_ABLATION = (
     18,
     (2, 6, 9),
     6,
 )  # 1/9, 1/3, 1/2 of the budget; ablations at 1/3
-LADDER_SPECS = {"eagle": "eagle:16", "eagle3": "eagle3:16"}  # the method spec the ladder measures each by
+LADDER_SPECS = {"eagle": "eagle:16", "eagle3": "eagle3:16", "medusa": "medusa:16",
+                "mtp-independent": "mtp-independent", "mtp-sequential": "mtp-sequential"}  # fmt: skip  # the method spec the ladder measures each by
 
 
 def ladder_tau(spec: str, name: str = "tiny-code", prompts: int = 30, new_tokens: int = 64, seed: int = 0):
@@ -115,14 +120,15 @@ def train_eagle_ladder(name: str = "tiny-code", seed: int = 0, minutes: float = 
     return card
 
 
-def train_eagle3_ladder(name: str = "tiny-code", seed: int = 0, minutes: float = 45, steps: int | None = None,
+def train_eagle3_ladder(name: str = "tiny-code", seed: int = 0, minutes: float | None = 40, steps: int | None = None,
                         ladder_prompts: int = 30):  # fmt: skip
     """Chapter 09's EAGLE-3 stage (zoo_train.train_eagle3_stage: EAGLE-3, its two ablations and the scaling
     experiment against an EAGLE trained alike) on the regenerated windows for BUDGETS["eagle3"] tokens, cut
     into EAGLE3_UNITS units: the scaling points include half the budget (issue 51's data-scaling point).
     The draft vocabulary is the regenerated text's most frequent tokens. Then the ladder's tau in its card.
-    steps, ladder_prompts: fewer (a smoke test; the units shrink with the steps). minutes: unused, the
-    budget ends the run (about 40 minutes on 2 cores)."""
+    steps, ladder_prompts: fewer (a smoke test; the units shrink with the steps). minutes: the run starts no
+    new drafter after them (None: no cap) and returns None; run it again to go on (the whole stage is about
+    70 minutes on 2 cores, each drafter at most about 30)."""
     from specdec_lib.zoo_train import train_eagle3_stage
 
     full = BUDGETS["eagle3"] // (BATCH * LENGTH)
@@ -133,13 +139,46 @@ def train_eagle3_ladder(name: str = "tiny-code", seed: int = 0, minutes: float =
     counts = torch.bincount(windows.flatten(), minlength=len(tok))[: len(tok)]  # the text it learns from
     units = min(EAGLE3_UNITS, steps)
     data = {"text": "regenerated", **{k: data[k] for k in ("recipe", "windows", "generated_tokens")}}
-    train_eagle3_stage(name, seed, units=units, batches=batches, counts=counts, scaling=EAGLE3_SCALING,
-                       ablation_units=EAGLE3_ABLATION, data=data)  # fmt: skip
+    if train_eagle3_stage(name, seed, units=units, batches=batches, counts=counts, scaling=EAGLE3_SCALING,
+                          ablation_units=EAGLE3_ABLATION, data=data, minutes=minutes) is None:  # fmt: skip
+        return None  # this run's minutes are spent: the next run goes on from its checkpoints
     card = zoo.load_weights("eagle3", name)[1]
     card["budget"] = {"tokens": BUDGETS["eagle3"], "reached": card["tokens_seen"] == BUDGETS["eagle3"]}
     tau = ladder_tau(LADDER_SPECS["eagle3"], name, prompts=ladder_prompts)
     card["ladder"] = {"spec": LADDER_SPECS["eagle3"], **tau}
     (zoo.ZOO_DIR / name / "eagle3" / "card.json").write_text(json.dumps(card, indent=1) + "\n")
+    return card
+
+
+def train_heads_ladder(kind: str, name: str = "tiny-code", seed: int = 0, minutes: float = 40,
+                       steps: int | None = None, ladder_prompts: int = 30):  # fmt: skip
+    """Chapter 05's Medusa heads or one of chapter 06's MTP variants (`kind`, one of HEADS), by
+    zoo_train.train_heads (its chapter's train_*, AdamW, a 20-step warm-up, a cosine to 10%) on the
+    regenerated windows for BUDGETS[kind] tokens, or `minutes`; then the ladder's tau in its card.
+    steps, ladder_prompts: fewer (a smoke test)."""
+    from specdec_lib.zoo_train import train_heads
+
+    if kind not in HEADS:
+        raise ValueError(f"kind must be one of {HEADS}, got {kind!r}")
+    full = BUDGETS[kind] // (BATCH * LENGTH)
+    steps = min(steps or full, full)
+    batches, data = regenerated_batches(name, steps, seed)
+    data = {"text": "regenerated", **{k: data[k] for k in ("recipe", "windows", "generated_tokens")}}
+    train_heads(name, seed, steps=steps, minutes=minutes, batches=batches, kinds=(kind,), data=data)
+    card = zoo.load_weights(kind, name)[1]
+    card["budget"] = {"tokens": BUDGETS[kind], "reached": card["tokens_seen"] == BUDGETS[kind]}
+    card["ladder"] = {
+        "spec": LADDER_SPECS[kind],
+        **ladder_tau(LADDER_SPECS[kind], name, prompts=ladder_prompts),
+    }
+    (zoo.ZOO_DIR / name / kind / "card.json").write_text(json.dumps(card, indent=1) + "\n")
+    return card
+
+
+def train_heads_stage(name: str = "tiny-code", seed: int = 0, minutes: float = 40, steps: int | None = None):
+    """`make zoo`'s heads stage (chapters 05-06): the three, one after the other, each its own run."""
+    for kind in HEADS:
+        card = train_heads_ladder(kind, name, seed, minutes, steps)
     return card
 
 
@@ -155,7 +194,98 @@ def train_eagle_stage(name: str = "tiny-code", seed: int = 0, minutes: float = 4
     return card
 
 
-STAGES = {"eagle": train_eagle_stage, "eagle3": train_eagle3_ladder}
+STAGES = {
+    "eagle": train_eagle_stage,
+    "eagle3": train_eagle3_ladder,
+    **{
+        kind: (lambda name, minutes, kind=kind: train_heads_ladder(kind, name, minutes=minutes))
+        for kind in HEADS
+    },
+}
+
+
+# ------------------------------------------------------------------ the ladder table (chapter 12)
+RUNGS = (  # the seeds' claim, the lower method, the upper one, the tau ratio the claim asks of the upper
+    ("EAGLE-2 above EAGLE", "eagle:16", "eagle2:16", 1.0),
+    ("EAGLE-3 above EAGLE-2", "eagle2:16", "eagle3:16", 1.0),
+    ("DFlash above EAGLE-3", "eagle3:16", "dflash:16", 1.0),
+    ("DFlash 2 21% above DFlash", "dflash:16", "dflash2:16+selector", 1.21),
+)
+WEIGHTS = {"eagle:16": "eagle", "eagle2:16": "eagle", "eagle3:16": "eagle3", "dflash:16": "dflash",
+           "dflash2:16+selector": "dflash2"}  # fmt: skip
+
+
+def drafter_facts(method: str, name: str = "tiny-code") -> dict:
+    """What a ladder method's drafter learned from, for how long, and its size, read from its zoo card:
+    {"weights", "text", "tokens", "minutes", "parameters"} (None where the card does not record it). DFlash
+    2 trains its mixers and selector on DFlash's frozen drafter: both count."""
+    weights = WEIGHTS[method]
+    card = zoo.model_card(name, weights)
+    text = card.get("data", {}).get("text", "corpus")
+    if weights == "dflash2":  # the frozen backbone is DFlash's: its tokens and minutes, then the mixed run's
+        backbone = zoo.model_card(name, "dflash")
+        return {"weights": weights, "text": text,
+                "tokens": backbone["tokens_seen"] + card["steps"]["mixed"] * BATCH * LENGTH,
+                "minutes": None, "parameters": backbone["parameters"] + card["parameters"]["mixed"]}  # fmt: skip
+    minutes = card.get("train_minutes", {}).get(weights, card["wall_minutes"])
+    return {"weights": weights, "text": text, "tokens": card["tokens_seen"], "minutes": minutes,
+            "parameters": card["parameters"]}  # fmt: skip
+
+
+def check_same_drafters(report: dict, name: str = "tiny-code") -> None:
+    """The report must have measured the drafters the zoo ships now (their digests, bench.drafters_of):
+    the table puts its tau next to the cards' recipes. An older run, or retrained weights, is an error."""
+    from specdec_lib.bench import drafters_of
+
+    now = drafters_of(name, list(WEIGHTS))
+    ran = {w: d for w, d in report.get("drafters", {}).items() if w in now}
+    if ran != now:
+        moved = sorted(w for w in now if ran.get(w) != now[w])
+        raise ValueError(
+            f"the report measured other weights than the zoo ships for {moved} (retrained since, or a report "
+            "older than the drafters' record): rerun the benchmark before reading the ladder from it"
+        )
+
+
+def ladder_rungs(report: dict, name: str = "tiny-code") -> list[dict]:
+    """Each rung of the seeds' ladder at each of the report's samplings: both methods' tau and speed-up,
+    the tau ratio, whether the rung holds (the ratio reaches the claim's) and whether the upper one is
+    also faster. A rung whose methods the report lacks, or a report of other drafters, is an error."""
+    check_same_drafters(report, name)
+    rows = []
+    for claim, lower, upper, ratio in RUNGS:
+        for key, results in report["results"].items():
+            missing = [m for m in (lower, upper) if m not in results]
+            if missing:
+                raise ValueError(f"the report has no {missing} at T = {key}: run the benchmark with them")
+            lo, hi = results[lower], results[upper]
+            rows.append({"rung": claim, "sampling": key, "lower": lower, "upper": upper,
+                         "tau": (lo["tau"], hi["tau"]), "speedup": (lo["speedup"], hi["speedup"]),
+                         "tau_ratio": hi["tau"] / lo["tau"], "holds": hi["tau"] / lo["tau"] >= ratio,
+                         "faster": hi["speedup"] > lo["speedup"]})  # fmt: skip
+    return rows
+
+
+def ladder_markdown(report: dict, name: str = "tiny-code") -> str:
+    """The ladder table (rungs x samplings) and the drafters' facts, as markdown."""
+    from specdec_lib.bench import sampling_heading
+
+    out = ["| rung | sampling | tau (lower -> upper) | ratio | holds | speed-up (lower -> upper) | faster |",
+           "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in ladder_rungs(report, name):
+        out.append(
+            f"| {r['rung']} | {sampling_heading(r['sampling'])} | {r['tau'][0]:.2f} -> {r['tau'][1]:.2f} | "
+            f"{r['tau_ratio']:.2f} | {'yes' if r['holds'] else '**no**'} | {r['speedup'][0]:.2f}x -> "
+            f"{r['speedup'][1]:.2f}x | {'yes' if r['faster'] else 'no'} |"
+        )
+    out += ["", "| method | its drafter | text | tokens seen | training minutes | parameters |",
+            "|---|---|---|---|---|---|"]  # fmt: skip
+    for method in WEIGHTS:
+        f = drafter_facts(method, name)
+        minutes = "-" if f["minutes"] is None else f"{f['minutes']:g}"
+        out.append(f"| {method} | {f['weights']} | {f['text']} | {f['tokens'] / 1e6:.2f}M | {minutes} | "
+                   f"{f['parameters'] / 1e6:.2f}M |")  # fmt: skip
+    return "\n".join(out)
 
 
 def main(argv=None):
@@ -170,7 +300,10 @@ def main(argv=None):
     if args.threads:
         torch.set_num_threads(args.threads)
     card = STAGES[args.stage](args.name, minutes=args.minutes)
-    print({k: card[k] for k in ("steps", "tokens_seen", "wall_minutes", "ladder")})
+    if card is None:
+        print(f"{args.stage}: not finished in {args.minutes} minutes; run the same command again to go on")
+    else:
+        print({k: card[k] for k in ("steps", "tokens_seen", "wall_minutes", "ladder")})
 
 
 if __name__ == "__main__":
