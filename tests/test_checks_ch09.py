@@ -33,9 +33,10 @@ def test_the_options_are_balanced():
 
 def test_the_card_shows_the_collapse_the_exercise_predicts():
     """The prediction exercise's answer (depth 2) is what the zoo's ablation measured."""
-    res = json.loads(CARD.read_text())["experiments"]["results"]
-    eagle3 = [row[0] for row in res["eagle3:3"]["acc"]]
-    forced = [row[0] for row in res["eagle3-teacher-forced:3"]["acc"]]
+    exp = json.loads(CARD.read_text())["experiments"]
+    res, units = exp["results"], exp["ablation_units"]
+    eagle3 = [row[0] for row in res[f"eagle3:{units}"]["acc"]]
+    forced = [row[0] for row in res[f"eagle3-teacher-forced:{units}"]["acc"]]
     assert abs(forced[0] - eagle3[0]) < 0.1  # depth 1: as good
     assert all(f < e / 2 for f, e in zip(forced[1:], eagle3[1:]))  # from depth 2 on: collapsed
 

@@ -196,9 +196,12 @@ def test_zoo_drafter_is_greedy_exact_and_its_card_holds_the_experiments():
     from specdec_lib.eagle3 import load_eagle3
 
     _, card = load_eagle3(target)
-    results = card["experiments"]["results"]
+    exp = card["experiments"]
+    results, budgets = exp["results"], exp["scaling_units"]
+    assert budgets[-1] * exp["unit_tokens"] == card["tokens_seen"]  # the last point is the shipped drafter
+    assert results[f"eagle3:{budgets[-1]}"]["acc"] == card["rank_acceptance"]["acc"]
     for method in ("eagle", "eagle3"):
-        for units in (1, 3, 9):
+        for units in budgets:
             assert results[f"{method}:{units}"]["tau_greedy_eagle2_tree"] >= 1.0
-    for ablation in ("eagle3-last-layer:3", "eagle3-teacher-forced:3"):
-        assert len(results[ablation]["acc"]) == 8
+    for ablation in ("eagle3-last-layer", "eagle3-teacher-forced"):
+        assert len(results[f"{ablation}:{exp['ablation_units']}"]["acc"]) == 8
