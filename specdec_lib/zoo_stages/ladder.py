@@ -72,6 +72,33 @@ def regenerated_batches(name: str, steps: int, seed: int) -> tuple[list[torch.Te
     return shuffled_batches(windows, BATCH, epochs, seed)[:steps], summary
 
 
+def ladder_text(name: str, kind: str, steps: int | None, seed: int) -> tuple[int, list[torch.Tensor], dict]:
+    """A stage's steps (its budget's, or fewer for a smoke test), its batches of the regenerated text, and
+    the text's summary for its card."""
+    full = BUDGETS[kind] // (BATCH * LENGTH)
+    steps = min(steps or full, full)
+    batches, data = regenerated_batches(name, steps, seed)
+    return (
+        steps,
+        batches,
+        {"text": "regenerated", **{k: data[k] for k in ("recipe", "windows", "generated_tokens")}},
+    )
+
+
+def finish_card(name: str, weights: str, kind: str, ladder_prompts: int | None = 30) -> dict:
+    """Record in a saved drafter's card its budget (reached or not) and, unless ladder_prompts is None,
+    the ladder's tau of its method; rewrite the card and return it."""
+    card = zoo.load_weights(weights, name)[1]
+    card["budget"] = {"tokens": BUDGETS[kind], "reached": card["tokens_seen"] == BUDGETS[kind]}
+    if ladder_prompts is not None:
+        card["ladder"] = {
+            "spec": LADDER_SPECS[kind],
+            **ladder_tau(LADDER_SPECS[kind], name, prompts=ladder_prompts),
+        }
+    (zoo.ZOO_DIR / name / weights / "card.json").write_text(json.dumps(card, indent=1) + "\n")
+    return card
+
+
 def train_eagle_ladder(name: str = "tiny-code", seed: int = 0, minutes: float = 40, lr: float = 1e-3,
                        texts=None, val_batches: int = 20, ladder_prompts: int = 30, variant: str = "eagle",
                        steps: int | None = None):  # fmt: skip
@@ -85,13 +112,11 @@ def train_eagle_ladder(name: str = "tiny-code", seed: int = 0, minutes: float = 
     from specdec_lib.eagle import EAGLE_VARIANTS, EagleDrafter, train_eagle
     from specdec_lib.zoo_train import calibrate_eagle, eagle_card, frozen_target, validation_greedy_texts
 
-    budget_steps = BUDGETS["eagle"] // (BATCH * LENGTH)
-    steps = min(steps or budget_steps, budget_steps)
     target, tok = frozen_target(name)
     torch.manual_seed(seed)
     config, w_cls = {"use_token": EAGLE_VARIANTS[variant]["use_token"]}, EAGLE_VARIANTS[variant]["w_cls"]
     drafter = EagleDrafter(target, **config)
-    batches, data = regenerated_batches(name, steps, seed)
+    steps, batches, data = ladder_text(name, "eagle", steps, seed)
     t0 = time.time()
     history = train_eagle(
         drafter,
@@ -107,17 +132,11 @@ def train_eagle_ladder(name: str = "tiny-code", seed: int = 0, minutes: float = 
     val = zoo.token_batches(tok, "validation", BATCH, LENGTH, max_batches=val_batches, seed=seed)
     texts = texts or validation_greedy_texts(target, tok)
     card = eagle_card(name, variant, drafter, target, config, w_cls, history, val, texts, t0, lr, seed)
-    card["data"] = {"text": "regenerated", **{k: data[k] for k in ("recipe", "windows", "generated_tokens")}}
-    card["budget"] = {"tokens": BUDGETS["eagle"], "reached": len(history) == budget_steps}
-    zoo.save_weights(drafter, variant, card, preset=name)
+    zoo.save_weights(drafter, variant, {**card, "data": data}, preset=name)
     if variant != "eagle":  # an ablation (chapter 07 compares the three): no calibration, no method spec
-        return card
+        return finish_card(name, variant, "eagle", ladder_prompts=None)
     calibrate_eagle(name, texts)
-    card = zoo.load_weights("eagle", name)[1]
-    tau = ladder_tau(LADDER_SPECS["eagle"], name, prompts=ladder_prompts)
-    card["ladder"] = {"spec": LADDER_SPECS["eagle"], **tau}
-    (zoo.ZOO_DIR / name / "eagle" / "card.json").write_text(json.dumps(card, indent=1) + "\n")
-    return card
+    return finish_card(name, "eagle", "eagle", ladder_prompts)
 
 
 def train_eagle3_ladder(name: str = "tiny-code", seed: int = 0, minutes: float | None = 40, steps: int | None = None,
@@ -131,23 +150,15 @@ def train_eagle3_ladder(name: str = "tiny-code", seed: int = 0, minutes: float |
     70 minutes on 2 cores, each drafter at most about 30)."""
     from specdec_lib.zoo_train import train_eagle3_stage
 
-    full = BUDGETS["eagle3"] // (BATCH * LENGTH)
-    steps = min(steps or full, full)
-    batches, data = regenerated_batches(name, steps, seed)
+    steps, batches, data = ladder_text(name, "eagle3", steps, seed)
     windows = torch.stack([w for b in batches for w in b])
     target, _, tok = zoo.load_pair(name, device="cpu")
     counts = torch.bincount(windows.flatten(), minlength=len(tok))[: len(tok)]  # the text it learns from
     units = min(EAGLE3_UNITS, steps)
-    data = {"text": "regenerated", **{k: data[k] for k in ("recipe", "windows", "generated_tokens")}}
     if train_eagle3_stage(name, seed, units=units, batches=batches, counts=counts, scaling=EAGLE3_SCALING,
                           ablation_units=EAGLE3_ABLATION, data=data, minutes=minutes) is None:  # fmt: skip
         return None  # this run's minutes are spent: the next run goes on from its checkpoints
-    card = zoo.load_weights("eagle3", name)[1]
-    card["budget"] = {"tokens": BUDGETS["eagle3"], "reached": card["tokens_seen"] == BUDGETS["eagle3"]}
-    tau = ladder_tau(LADDER_SPECS["eagle3"], name, prompts=ladder_prompts)
-    card["ladder"] = {"spec": LADDER_SPECS["eagle3"], **tau}
-    (zoo.ZOO_DIR / name / "eagle3" / "card.json").write_text(json.dumps(card, indent=1) + "\n")
-    return card
+    return finish_card(name, "eagle3", "eagle3", ladder_prompts)
 
 
 def train_heads_ladder(kind: str, name: str = "tiny-code", seed: int = 0, minutes: float = 40,
@@ -160,19 +171,9 @@ def train_heads_ladder(kind: str, name: str = "tiny-code", seed: int = 0, minute
 
     if kind not in HEADS:
         raise ValueError(f"kind must be one of {HEADS}, got {kind!r}")
-    full = BUDGETS[kind] // (BATCH * LENGTH)
-    steps = min(steps or full, full)
-    batches, data = regenerated_batches(name, steps, seed)
-    data = {"text": "regenerated", **{k: data[k] for k in ("recipe", "windows", "generated_tokens")}}
+    steps, batches, data = ladder_text(name, kind, steps, seed)
     train_heads(name, seed, steps=steps, minutes=minutes, batches=batches, kinds=(kind,), data=data)
-    card = zoo.load_weights(kind, name)[1]
-    card["budget"] = {"tokens": BUDGETS[kind], "reached": card["tokens_seen"] == BUDGETS[kind]}
-    card["ladder"] = {
-        "spec": LADDER_SPECS[kind],
-        **ladder_tau(LADDER_SPECS[kind], name, prompts=ladder_prompts),
-    }
-    (zoo.ZOO_DIR / name / kind / "card.json").write_text(json.dumps(card, indent=1) + "\n")
-    return card
+    return finish_card(name, kind, kind, ladder_prompts)
 
 
 def train_heads_stage(name: str = "tiny-code", seed: int = 0, minutes: float = 40, steps: int | None = None):
