@@ -944,15 +944,17 @@ def train_dflash2_stage(name: str, seed: int, steps: dict | None = None, minutes
         "mixed": DFlash2Drafter.from_dflash(target, base, mixing=True, **config),
         "plain": DFlash2Drafter.from_dflash(target, base, mixing=False, **config),
     }
-    schedule, curves, done = WarmupStableDecay(warmup=20, decay=0.2, floor=0.1), {}, {}
+    schedule, curves, done, spent = WarmupStableDecay(warmup=20, decay=0.2, floor=0.1), {}, {}, {}
     for run, drafter in runs.items():
         batches = shuffled_batches(regenerated, batch, -(-steps[run] * batch // len(regenerated)), seed + 1)
         batches = batches[:max_batches]
         share = minutes * steps[run] / sum(steps.values())
         log(f"dflash2 {run}: {steps[run]} steps or {share:.1f} min")
+        t0 = time.time()
         history = train_dflash2(drafter, target, batches, share * 60, block_size, anchors, gamma, lr, generator=gen,
                                 max_steps=steps[run], schedule=schedule, betas=(0.9, 0.95), log_every=50)  # fmt: skip
         curves[run], done[run] = curve_of(history), len(history)
+        spent[run] = round((time.time() - t0) / 60, 1)  # the ladder table's training minutes (issue 51)
     variants = {
         "dflash": DFlash2Drafter.from_dflash(target, base, mixing=False, selector=False),
         "selector": runs["plain"],
@@ -1003,6 +1005,7 @@ def train_dflash2_stage(name: str, seed: int, steps: dict | None = None, minutes
             "note": "the regenerated windows the DFlash backbone was trained on, fresh shuffles",
         },
         "steps": done,
+        "train_minutes": spent,
         "seed": seed,
         "ablation": {
             "how": "tau: greedy, block 16, 64 new tokens after each of 30 validation prompts (last 64 tokens); "

@@ -209,3 +209,21 @@ def test_each_drafters_recipe_line_is_read_from_its_card():
         assert all(f"{n} steps" in line for n in steps.values())
     with pytest.raises(ValueError, match="the web"):  # an unknown text is not described silently
         zoo.recipe({**zoo.model_card("tiny-code", "eagle"), "data": {"text": "the web"}})
+
+
+def test_dflash2s_minutes_are_its_backbones_and_its_mixed_runs(monkeypatch):
+    real = zoo.model_card
+    assert ladder.drafter_facts("dflash2:16+selector")["minutes"] is None or "train_minutes" in real(
+        "tiny-code", "dflash2"
+    )  # a card from before the stage timed its runs: no minutes, and the table says so
+    timed = {"mixed": 10.0, "plain": 6.0}
+    monkeypatch.setattr(
+        zoo,
+        "model_card",
+        lambda name, weights: {
+            **real(name, weights),
+            **({"train_minutes": timed} if weights == "dflash2" else {}),
+        },
+    )
+    facts = ladder.drafter_facts("dflash2:16+selector")
+    assert facts["minutes"] == round(real("tiny-code", "dflash")["wall_minutes"] + 10.0, 1)

@@ -225,9 +225,12 @@ def drafter_facts(method: str, name: str = "tiny-code") -> dict:
     text = card.get("data", {}).get("text", "corpus")
     if weights == "dflash2":  # the frozen backbone is DFlash's: its tokens and minutes, then the mixed run's
         backbone = zoo.model_card(name, "dflash")
+        # None: a card from before the stage timed its runs
+        mixed = card.get("train_minutes", {}).get("mixed")
         return {"weights": weights, "text": text,
                 "tokens": backbone["tokens_seen"] + card["steps"]["mixed"] * BATCH * LENGTH,
-                "minutes": None, "parameters": backbone["parameters"] + card["parameters"]["mixed"]}  # fmt: skip
+                "minutes": None if mixed is None else round(backbone["wall_minutes"] + mixed, 1),
+                "parameters": backbone["parameters"] + card["parameters"]["mixed"]}  # fmt: skip
     minutes = card.get("train_minutes", {}).get(weights, card["wall_minutes"])
     return {"weights": weights, "text": text, "tokens": card["tokens_seen"], "minutes": minutes,
             "parameters": card["parameters"]}  # fmt: skip
@@ -281,11 +284,15 @@ def ladder_markdown(report: dict, name: str = "tiny-code") -> str:
         )
     out += ["", "| method | its drafter | text | tokens seen | training minutes | parameters |",
             "|---|---|---|---|---|---|"]  # fmt: skip
+    untimed = False
     for method in WEIGHTS:
         f = drafter_facts(method, name)
         minutes = "-" if f["minutes"] is None else f"{f['minutes']:g}"
         out.append(f"| {method} | {f['weights']} | {f['text']} | {f['tokens'] / 1e6:.2f}M | {minutes} | "
                    f"{f['parameters'] / 1e6:.2f}M |")  # fmt: skip
+        untimed = untimed or f["minutes"] is None
+    if untimed:
+        out += ["", "(-: the drafter's card does not record its training minutes)"]
     return "\n".join(out)
 
 
