@@ -1,4 +1,4 @@
-"""Train the offline zoo in one command: ``python -m specdec_lib.zoo_train`` (about 270 min on 2 CPU cores),
+"""Train the offline zoo in one command: ``python -m specdec_lib.zoo_train`` (about 330 min on 2 CPU cores),
 or one stage of it: ``--stage NAME``.
 
 Hand-written support code: the corpus, the target and the draft are its own; every proposer is trained by

@@ -2,6 +2,8 @@
 stated budget, measured by the same held-out decode, saved where the registry loads them from."""
 
 import hashlib
+import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -227,3 +229,13 @@ def test_dflash2s_minutes_are_its_backbones_and_its_mixed_runs(monkeypatch):
     )
     facts = ladder.drafter_facts("dflash2:16+selector")
     assert facts["minutes"] == round(real("tiny-code", "dflash")["wall_minutes"] + 10.0, 1)
+
+
+def test_the_committed_report_measured_the_drafters_the_zoo_ships():
+    """Chapter 12's ladder reads book/data/bench.json next to the cards: a drafter retrained without a new
+    benchmark run fails here, not silently in the table (and every method's weights count, not only the
+    ladder's)."""
+    report = json.loads((Path(__file__).resolve().parents[1] / "book" / "data" / "bench.json").read_text())
+    assert report["drafters"] == bench.drafters_of("tiny-code", report["methods"])
+    rows = ladder.ladder_rungs(report)
+    assert {r["sampling"] for r in rows} == {"0", "0.7:0.9", "1"} and len(rows) == 3 * len(ladder.RUNGS)

@@ -20,7 +20,18 @@ NB_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(NB_DIR.glob("[0-9][0-9]_*.ipynb"))
 
 # Hand-written modules any notebook may import, whatever its number.
-SUPPORT_MODULES = {"zoo", "zoo_train", "hf", "checks", "bench", "methods", "_export", "grade", "student"}
+SUPPORT_MODULES = {
+    "zoo",
+    "zoo_train",
+    "zoo_stages",
+    "hf",
+    "checks",
+    "bench",
+    "methods",
+    "_export",
+    "grade",
+    "student",
+}
 
 # Load the exporter from its file, not through `import specdec_lib`: these checks must still report
 # clearly when a half-exported chapter breaks the package's __init__.
