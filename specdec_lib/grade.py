@@ -11,19 +11,23 @@ What is graded comes from the teacher's side, never from the submission:
   `reference`) is one exercise, worth its nbgrader `points` (1 when absent). An exercise whose cell the
   submission lacks scores 0 ("missing");
 - the **notebook that runs** is the source notebook, with only the learner's cells (tag `exercise`) taken
-  from the submission (or, in a notebook from `nbgrader_course`'s release, the solution cells): cells a student added or changed elsewhere are not run, and every reference cell is
-  left out. After each learner's cell the grader runs its own check: it reloads the checker's modules (a
-  checker redefined or patched by the student is gone) and calls the source's checker on the student's
-  answer; when that says "correct", the teacher's package checks the answer again on hidden cases
-  (`specdec_teacher.hidden_check`), and the verdict is read from that cell's output alone;
-- a learner's cell that reads reference answers (the teacher's package `specdec_teacher`, its `REFERENCE`
+  from the submission (or, in a notebook from `nbgrader_course`'s release, the solution cells): cells a
+  student added or changed elsewhere are not run, and every reference cell is left out;
+- **nothing decided in the student's kernel counts.** After each learner's cell the grader's cell only
+  records the answer (`specdec_lib.checks._record`): a value as it is, a function as what it returns on
+  the public and the hidden inputs that the teacher's package planned in the grader's own process. The
+  kernel runs in an empty folder with the teacher's package off its path. Then the teacher's judge, a
+  fresh process that never ran the student's code (`python -m specdec_teacher.judge`), runs the checkers
+  again on those records: a patched checker, a fake module or a printed verdict in the kernel changes
+  nothing, and a forged record must hold the right answers to pass;
+- a learner's cell that names reference answers (the teacher's package `specdec_teacher`, its `REFERENCE`
   or `WRONG`, the checkers' stored answers `_expected`, or the old `_ref_...` names) or defines a
   `check_...` of its own scores 0 for that exercise ("not the student's own answer").
 
-The teacher's package must be importable where the grader runs: it is the repository's `teacher/` folder,
-put on the kernel's path here (or `pip install -e teacher/`).
+The teacher's package is the repository's `teacher/` folder: the grader imports it in its own process and
+in the judge's, never in the kernel's. Do not `pip install` it where the students' code runs.
 
-It runs offline, in a fresh kernel at the repository root, with a per-cell timeout; a cell that raises
+It runs offline, in a fresh kernel in an empty folder, with a per-cell timeout; a cell that raises
 does not stop the run. The grader runs student code with the permissions of whoever starts it: grade in
 a container or a throw-away account. It prints one table per submission, and writes every verdict as JSON
 (`--json`), a gradebook with a row per student and a column per exercise (`--csv`) and one feedback file
@@ -39,9 +43,12 @@ import csv
 import json
 import os
 import re
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
+from specdec_lib.checks._record import MIME as RECORD_MIME
 from specdec_lib.student import EXERCISE_TAG, _source, is_reference
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -182,27 +189,41 @@ def own_answer_problem(source: str) -> str | None:
     return None
 
 
-def grader_cell(ex: dict) -> dict:
-    """The grader's own check after a learner's cell: fresh checker modules, the source's call, then (when
-    it says "correct") the same call on the hidden cases of the teacher's package."""
+def fixed_args(ex: dict) -> dict:
+    """The arguments of the source's checker call that are constants (a quick-check's question number),
+    by position or keyword: the judge takes them from the teacher's notebook, never from the record."""
+    call = _parse(f"_f({ex['args']})")
+    out = {}
+    if call is None:
+        return out
+    node = call.body[0].value
+    for key, arg in [*enumerate(node.args), *((k.arg, k.value) for k in node.keywords)]:
+        try:
+            out[key] = ast.literal_eval(arg)
+        except ValueError:
+            pass
+    return out
+
+
+def grader_cell(ex: dict, plan: dict) -> dict:
+    """The grader's cell after a learner's cell: it records the answer (a function: what it returns on the
+    plan's public and hidden inputs) and decides nothing; the judge does, in another process."""
+    inputs = json.dumps({"params": plan["params"], "calls": plan["calls"]}, separators=(",", ":"))
     code = (
-        "import importlib as _g_importlib\n"
-        "import specdec_lib.checks._core as _g_core\n"
-        f"import {ex['module']} as _g_module\n"
-        "_g_importlib.reload(_g_core)\n"
-        "_g_importlib.reload(_g_module)\n"
-        f'if _g_module.{ex["checker"]}({ex["args"]}) == "correct":\n'
-        "    import specdec_teacher as _g_teacher\n\n"
-        f'    _g_teacher.hidden_check("{ex["module"]}", "{ex["checker"]}", {ex["args"]})\n'
+        f"# the grader: records your answer to {ex['grade_id']}; it is judged outside this notebook\n"
+        "import json as _g_json\n"
+        "from specdec_lib.checks._record import record as _g_record\n\n"
+        f'_g_record("{ex["grade_id"]}", _g_json.loads({inputs!r}), {ex["args"]})\n'
     )
     meta = {"tags": [GRADER_TAG], "grade_id": ex["grade_id"]}
     cell = {"cell_type": "code", "id": f"grader-{ex['grade_id']}", "metadata": meta, "source": code}
     return cell | {"outputs": [], "execution_count": None}
 
 
-def graded_notebook(submission, source, exercises) -> tuple[dict, dict]:
-    """The notebook to run (the source, the learner's cells from the submission, a grader check after each)
-    and {grade_id: a reason it is not graded by running (missing, not the student's own)}."""
+def graded_notebook(submission, source, exercises, plans) -> tuple[dict, dict]:
+    """The notebook to run (the source, the learner's cells from the submission, a grader's cell recording
+    the answer after each) and {grade_id: a reason it is not graded by running (missing, not the
+    student's own)}."""
     by_id = {c.get("id"): c for c in submission["cells"]}
     by_cell = {ex["cell_id"]: ex for ex in exercises}
     cells, skipped = [], {}
@@ -227,59 +248,111 @@ def graded_notebook(submission, source, exercises) -> tuple[dict, dict]:
             skipped[ex["grade_id"]] = problem
             continue
         cell["source"] = _source(mine)
-        cells += [cell, grader_cell(ex)]
+        cells += [cell, grader_cell(ex, plans[ex["grade_id"]])]
     nb = copy.deepcopy(source)
     nb["cells"] = cells
     return nb, skipped
 
 
-def verdicts(nb, exercises, skipped, stopped: str | None = None) -> list[dict]:
-    """One row per expected exercise, from the grader cells' outputs (and the learner's cell before each)."""
+MAX_RECORD = 20_000_000  # characters: a record larger than this is not read
+
+
+def records(nb) -> dict[str, dict]:
+    """{grade_id: the record its grader's cell showed} (the last one in that cell's outputs)."""
+    out = {}
+    for cell in nb["cells"]:
+        if GRADER_TAG not in _tags(cell):
+            continue
+        gid = cell["metadata"]["grade_id"]
+        for o in cell.get("outputs", []):
+            rec = o.get("data", {}).get(RECORD_MIME) if o.get("output_type") == "display_data" else None
+            if isinstance(rec, dict) and rec.get("grade_id") == gid and len(json.dumps(rec)) <= MAX_RECORD:
+                out[gid] = rec
+    return out
+
+
+def judge_env() -> dict:
+    """The judge's environment: the repository and the teacher's package on the path, offline."""
+    paths = [str(ROOT), str(TEACHER)]
+    return {**os.environ, **OFFLINE, "PYTHONPATH": os.pathsep.join(paths)}
+
+
+def judged(plans: dict, recs: dict, secret: str | None = None) -> dict[str, dict]:
+    """{grade_id: verdict} from the teacher's judge, in a fresh process that never ran the student's code
+    (`python -m specdec_teacher.judge`)."""
+    if not plans:
+        return {}
+    items = [{"plan": plans[g], "record": recs.get(g)} for g in plans]
+    run = subprocess.run(
+        [sys.executable, "-m", "specdec_teacher.judge"],
+        input=json.dumps({"items": items, "secret": secret}),
+        capture_output=True,
+        text=True,
+        env=judge_env(),
+        cwd=ROOT,
+        timeout=600,
+    )
+    if run.returncode != 0:
+        raise RuntimeError(f"the judge failed: {run.stderr[-2000:]}")
+    return dict(zip(plans, json.loads(run.stdout)))
+
+
+def verdicts(nb, exercises, skipped, judgements, stopped: str | None = None) -> list[dict]:
+    """One row per expected exercise: the judge's verdict, with why when the answer was never recorded
+    (the learner's cell raised, the notebook stopped)."""
     cells = nb["cells"]
     checked = {c["metadata"]["grade_id"]: i for i, c in enumerate(cells) if GRADER_TAG in _tags(c)}
+    recs = records(nb)
     rows = []
     for ex in exercises:
-        row = {"grade_id": ex["grade_id"], "checker": ex["checker"], "points": ex["points"]}
-        if ex["grade_id"] in skipped:
-            row |= {"verdict": "incorrect", "title": ex["checker"], "detail": skipped[ex["grade_id"]]}
+        gid = ex["grade_id"]
+        row = {"grade_id": gid, "checker": ex["checker"], "points": ex["points"]}
+        if gid in skipped:
+            row |= {"verdict": "incorrect", "title": ex["checker"], "detail": skipped[gid]}
         else:
-            i = checked[ex["grade_id"]]
-            outputs = cells[i].get("outputs", [])
-            printed = [m for m in map(VERDICT.match, _text(outputs).splitlines()) if m]
+            i = checked[gid]
+            judged_row = judgements[gid]
             raised = _error(cells[i - 1].get("outputs", []))
-            if printed and (printed[-1]["verdict"] == "correct" or not raised):
-                m = printed[-1]
-                row |= {"verdict": m["verdict"], "title": m["title"], "detail": m["detail"] or ""}
+            if judged_row["verdict"] == "correct" or (gid in recs and not raised):
+                row |= {k: judged_row[k] for k in ("verdict", "title", "detail")}
             elif raised:
                 row |= {"verdict": "incorrect", "title": ex["checker"], "detail": f"the cell raised {raised}"}
             else:
-                error = _error(outputs)
-                why = f"the answer could not be checked: {error}" if error else (stopped or "no verdict")
+                error = _error(cells[i].get("outputs", []))
+                why = f"the answer could not be recorded: {error}" if error else (stopped or "no verdict")
                 row |= {"verdict": "incorrect", "title": ex["checker"], "detail": why}
         row["score"] = row["points"] if row["verdict"] == "correct" else 0.0
         rows.append(row)
     return rows
 
 
+def _kernel_path() -> str:
+    """The kernel's PYTHONPATH: the repository, and nothing that holds the teacher's package."""
+    parts = [str(ROOT), *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+    keep = [p for p in parts if p and not (Path(p) / "specdec_teacher").is_dir()]
+    return os.pathsep.join(dict.fromkeys(keep))
+
+
 def _execute(nb, timeout: int) -> str | None:
-    """Run a notebook in place (its cells get their outputs); returns why it stopped early, or None."""
+    """Run a notebook in place (its cells get their outputs) in a fresh kernel whose path does not hold
+    the teacher's package, in an empty folder; returns why it stopped early, or None."""
     import nbformat
     from nbclient import NotebookClient
 
     node = nbformat.reads(json.dumps(nb), as_version=4)
     env_before = dict(os.environ)
     os.environ.update(OFFLINE)
-    paths = [str(ROOT), str(TEACHER), os.environ.get("PYTHONPATH", "")]
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
+    os.environ["PYTHONPATH"] = _kernel_path()
     try:
-        client = NotebookClient(
-            node,
-            timeout=timeout,
-            kernel_name="python3",
-            allow_errors=True,
-            resources={"metadata": {"path": str(ROOT)}},
-        )
-        client.execute()
+        with tempfile.TemporaryDirectory(prefix="specdec-grade-") as work:
+            client = NotebookClient(
+                node,
+                timeout=timeout,
+                kernel_name="python3",
+                allow_errors=True,
+                resources={"metadata": {"path": work}},
+            )
+            client.execute()
         return None
     except Exception as e:  # a timeout or a dead kernel: grade what ran, the rest is incorrect
         return f"the notebook stopped before this check ran: {type(e).__name__}: {str(e).strip()[:200]}"
@@ -289,7 +362,30 @@ def _execute(nb, timeout: int) -> str | None:
         os.environ.update(env_before)
 
 
-def grade(path: Path, timeout: int = 300, source: Path | None = None, student: str | None = None) -> dict:
+def teacher():
+    """The teacher's package, imported in the grader's own process (never in the student's kernel)."""
+    if str(TEACHER) not in sys.path:
+        sys.path.insert(0, str(TEACHER))
+    from specdec_teacher import judge
+
+    return judge
+
+
+def plans_for(exercises, secret: str | None = None) -> dict[str, dict]:
+    """{grade_id: the judge's plan}: the inputs each checker hands a function answer."""
+    judge = teacher()
+    return {
+        ex["grade_id"]: judge.plan(ex["module"], ex["checker"], secret, fixed_args(ex)) for ex in exercises
+    }
+
+
+def grade(
+    path: Path,
+    timeout: int = 300,
+    source: Path | None = None,
+    student: str | None = None,
+    secret: str | None = None,
+) -> dict:
     """Grade one submission: {"student", "submission", "chapter", "exercises", "score", "max", "error"}."""
     path = Path(path)
     result = {"student": student or path.stem, "submission": str(path), "chapter": None, "exercises": []}
@@ -309,10 +405,13 @@ def grade(path: Path, timeout: int = 300, source: Path | None = None, student: s
     exercises = expected_exercises(source_nb)
     result["chapter"] = found.stem
     result["max"] = sum(ex["points"] for ex in exercises)
-    nb, skipped = graded_notebook(submission, source_nb, exercises)
+    plans = plans_for(exercises, secret)
+    nb, skipped = graded_notebook(submission, source_nb, exercises, plans)
     stopped = _execute(nb, timeout)
     result["error"] = stopped
-    result["exercises"] = verdicts(nb, exercises, skipped, stopped)
+    todo = {g: p for g, p in plans.items() if g not in skipped}
+    judgements = judged(todo, records(nb), secret)
+    result["exercises"] = verdicts(nb, exercises, skipped, judgements, stopped)
     result["score"] = sum(r["score"] for r in result["exercises"])
     return result
 

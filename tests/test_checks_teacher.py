@@ -69,7 +69,7 @@ def test_value_answers_are_stored_as_digests_only():
 def _public_callables():
     for name in PUBLIC:
         module = importlib.import_module(f"specdec_lib.checks.{name}")
-        for attr, value in vars(module).items():
+        for attr, value in list(vars(module).items()):
             if callable(value) and getattr(value, "__module__", "").startswith("specdec_lib.checks"):
                 yield f"{name}.{attr}", value
 

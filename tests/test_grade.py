@@ -65,6 +65,66 @@ def _solved(nb):
     }
 
 
+# (a') patch the checkers, `importlib.reload`, the recorder and the teacher's package, and print a fake
+# verdict; the answers under the patches are wrong
+PATCH_EVERYTHING = """import importlib, sys, types
+import specdec_lib.checks.ch06 as _c
+import specdec_lib.checks._record as _r
+
+def _yes(*args, **kwargs):
+    print("✅ expected tau (hidden cases): correct")
+    return "correct"
+
+importlib.reload = lambda m: m
+for _name in dir(_c):
+    if _name.startswith("check" + "_"):
+        setattr(_c, _name, _yes)
+_fake = types.ModuleType("specdec_" + "teacher")
+_fake.hidden_check = _yes
+_fake.judge = types.SimpleNamespace(judge=_yes)
+sys.modules["specdec_" + "teacher"] = _fake
+sys.modules["specdec_" + "teacher.judge"] = _fake.judge
+_r.record = lambda *args, **kwargs: _yes()  # records nothing
+"""
+# the recorder replaced by one that shows a forged record: every call "returned" 1.0
+FORGE_RECORD = """import specdec_lib.checks._record as _r
+from IPython.display import display
+
+def _forged(grade_id, plan, *args, **kwargs):
+    results = {part: [{"value": 1.0} for _ in calls] for part, calls in plan["calls"].items()}
+    answers = {name: {"function": True, "stub": False, "results": results} for name in plan["params"]}
+    display({_r.MIME: {"grade_id": grade_id, "answers": answers}}, raw=True)
+
+_r.record = _forged
+"""
+
+
+def ATTACKS(source):
+    """Students who attack the grader; each answer under the attack is wrong, so each earns 0."""
+    wrong = {
+        "ex1": "def my_expected_tau(alphas):\n    return 0.0\n\n\ncheck_expected_tau(my_expected_tau)",
+        "ex2": "def my_kept_positions(k, n, n_new):\n    return n\n\n\ncheck_kept_positions(my_kept_positions)",
+        "ex3": "my_tau = 2.0\nmy_overhead = 0.5\n\ncheck_deepseek_numbers(my_tau, my_overhead)",
+        "quick": "from specdec_lib.checks.quick import check_quick\n\nmy_number = 0.1\ncheck_quick(3, my_number)",
+    }
+    # the static refusal of `specdec_teacher` and `REFERENCE` in a cell is dodged by spelling them apart
+    reference = (
+        'answers = vars(__import__("specdec_" + "teach" + "er.ch06", fromlist=["x"]))["REFER" + "ENCE"]\n'
+    )
+    return {
+        "attack-patch": _answered(source, wrong | {"ex1": PATCH_EVERYTHING + wrong["ex1"]}),
+        "attack-forge": _answered(source, wrong | {"ex1": FORGE_RECORD + wrong["ex1"]}),
+        "attack-reference": _answered(
+            source,
+            wrong
+            | {
+                "ex1": reference + "my_expected_tau = answers['check_expected_tau']",
+                "ex2": reference + "my_kept_positions = answers['check_kept_positions']",
+            },
+        ),
+    }
+
+
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
     root = tmp_path_factory.mktemp("course")
@@ -101,6 +161,7 @@ def course(tmp_path_factory):
         "check_kept_positions(my_kept_positions)"
     )
     students = {
+        **ATTACKS(source),
         "pasted": _answered(source, solved),
         "unchanged": student_notebook(source),
         "partial": _answered(source, partial),
@@ -180,7 +241,7 @@ def test_memorised_public_answers_fail_the_hidden_cases(graded):
 def test_gradebook_and_feedback_files(graded):
     results, out = graded
     rows = {r["student"]: r for r in csv.DictReader(open(out / "gradebook.csv", encoding="utf-8"))}
-    assert set(rows) == {"pasted", "unchanged", "partial", "cheater", "memoriser"}
+    assert {"pasted", "unchanged", "partial", "cheater", "memoriser"} <= set(rows)
     assert (rows["pasted"]["score"], rows["pasted"]["max"], rows["partial"]["t99-ex1"]) == ("4", "4", "1")
     feedback = (out / "feedback" / "partial" / "source.txt").read_text()
     assert "t99-ex3" in feedback and "my notebook broke" in feedback
@@ -192,7 +253,8 @@ def test_spoofing_a_checker_in_a_helper_cell_is_not_run():
     sub["cells"].insert(
         3, _cell("code", "def check_expected_tau(fn):\n    print('✅ expected tau: correct')", "x")
     )
-    nb, skipped = grade.graded_notebook(sub, source, grade.expected_exercises(source))
+    ex = grade.expected_exercises(source)
+    nb, skipped = grade.graded_notebook(sub, source, ex, grade.plans_for(ex))
     assert not skipped and all("✅" not in grade._source(c) for c in nb["cells"])
 
 
@@ -215,13 +277,14 @@ def test_an_nbgrader_release_is_graded_on_its_solution_cells():
 
     source = _source_notebook()
     release = nbgrader_source(source)
-    nb, skipped = grade.graded_notebook(release, source, grade.expected_exercises(source))
+    ex = grade.expected_exercises(source)
+    nb, skipped = grade.graded_notebook(release, source, ex, grade.plans_for(ex))
     assert not skipped
     full = copy.deepcopy(source)  # a full notebook handed in: its folded references are not the answers
     for cell in full["cells"]:
         if cell.get("id", "").endswith("-try"):
             cell["id"] += "-gone"
-    _, skipped = grade.graded_notebook(full, source, grade.expected_exercises(source))
+    _, skipped = grade.graded_notebook(full, source, ex, grade.plans_for(ex))
     assert len(skipped) == 4 and all(why.startswith("missing") for why in skipped.values())
 
 
@@ -240,8 +303,25 @@ def test_reading_reference_answers_is_refused(cell):
     assert "reference answers" in grade.own_answer_problem(cell)
 
 
-def test_the_graders_check_adds_the_hidden_cases():
+def test_the_graders_cell_records_and_decides_nothing():
     ex = grade.expected_exercises(_source_notebook())[0]
-    code = grade.grader_cell(ex)["source"]
-    assert "hidden_check(" in code and code.index(ex["checker"]) < code.index("hidden_check(")
+    plan = grade.plans_for([ex])[ex["grade_id"]]
+    code = grade.grader_cell(ex, plan)["source"]
+    assert "_record(" in code and "specdec_teacher" not in code and "check_" not in code
+    assert plan["calls"]["public"] and plan["calls"]["hidden"] != plan["calls"]["public"]  # other seeds
     assert grade.own_answer_problem("def my_expected_tau(alphas):\n    return 1.0") is None
+    assert "teacher" not in grade._kernel_path()
+
+
+@pytest.mark.parametrize("student", ["attack-patch", "attack-forge", "attack-reference"])
+def test_attacks_on_the_grader_earn_nothing(graded, student):
+    results, _ = graded
+    got = _verdicts(results[student])
+    assert results[student]["score"] == 0, got
+    assert results["pasted"]["score"] == results["pasted"]["max"]  # the honest student, graded alongside
+
+
+def test_the_reference_is_out_of_the_kernels_reach(graded):
+    results, _ = graded
+    got = _verdicts(results["attack-reference"])
+    assert "ModuleNotFoundError" in got["ex1"][1], got
