@@ -199,9 +199,11 @@ def fixed_args(ex: dict) -> dict:
     node = call.body[0].value
     for key, arg in [*enumerate(node.args), *((k.arg, k.value) for k in node.keywords)]:
         try:
-            out[key] = ast.literal_eval(arg)
+            value = ast.literal_eval(arg)
         except ValueError:
-            pass
+            continue
+        if isinstance(value, int | float | str):  # a question's number or name, not an answer
+            out[key] = value
     return out
 
 
@@ -271,30 +273,53 @@ def records(nb) -> dict[str, dict]:
     return out
 
 
-def judge_env() -> dict:
-    """The judge's environment: the repository and the teacher's package on the path, offline."""
-    paths = [str(ROOT), str(TEACHER)]
-    return {**os.environ, **OFFLINE, "PYTHONPATH": os.pathsep.join(paths)}
+def teacher_call(request: dict, teacher: Path | None = None) -> list:
+    """Ask the teacher's package, in a fresh process (`python -m specdec_teacher.judge`), for plans or
+    verdicts: the teacher's package is imported there only, never here nor in a student's kernel."""
+    teacher = Path(teacher or TEACHER)
+    if not (teacher / "specdec_teacher").is_dir():
+        raise FileNotFoundError(f"the teacher's package is not in {teacher}: grade from a clone, or name it")
+    env = {**os.environ, **OFFLINE, "PYTHONPATH": os.pathsep.join([str(ROOT), str(teacher)])}
+    run = subprocess.run(
+        [sys.executable, "-m", "specdec_teacher.judge"],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=900,
+    )
+    if run.returncode != 0:
+        raise RuntimeError(f"the teacher's judge failed: {run.stderr[-2000:]}")
+    return json.loads(run.stdout)
 
 
-def judged(plans: dict, recs: dict, secret: str | None = None) -> dict[str, dict]:
-    """{grade_id: verdict} from the teacher's judge, in a fresh process that never ran the student's code
-    (`python -m specdec_teacher.judge`)."""
+def plans_for(exercises, secret: str | None = None, teacher: Path | None = None) -> dict[str, dict]:
+    """{grade_id: the judge's plan}: the inputs each checker hands a function answer (made by the
+    teacher's package from the reference, in its own process)."""
+    asks = [
+        {
+            "module": ex["module"],
+            "checker": ex["checker"],
+            "fixed": {str(k): v for k, v in fixed_args(ex).items()},
+        }
+        for ex in exercises
+    ]
+    if not asks:
+        return {}
+    return dict(
+        zip([ex["grade_id"] for ex in exercises], teacher_call({"plan": asks, "secret": secret}, teacher))
+    )
+
+
+def judged(
+    plans: dict, recs: dict, secret: str | None = None, teacher: Path | None = None
+) -> dict[str, dict]:
+    """{grade_id: verdict} from the teacher's judge, in a fresh process that never ran the student's code."""
     if not plans:
         return {}
     items = [{"plan": plans[g], "record": recs.get(g)} for g in plans]
-    run = subprocess.run(
-        [sys.executable, "-m", "specdec_teacher.judge"],
-        input=json.dumps({"items": items, "secret": secret}),
-        capture_output=True,
-        text=True,
-        env=judge_env(),
-        cwd=ROOT,
-        timeout=600,
-    )
-    if run.returncode != 0:
-        raise RuntimeError(f"the judge failed: {run.stderr[-2000:]}")
-    return dict(zip(plans, json.loads(run.stdout)))
+    return dict(zip(plans, teacher_call({"items": items, "secret": secret}, teacher)))
 
 
 def verdicts(nb, exercises, skipped, judgements, stopped: str | None = None) -> list[dict]:
@@ -360,23 +385,6 @@ def _execute(nb, timeout: int) -> str | None:
         nb["cells"] = json.loads(nbformat.writes(node))["cells"]
         os.environ.clear()
         os.environ.update(env_before)
-
-
-def teacher():
-    """The teacher's package, imported in the grader's own process (never in the student's kernel)."""
-    if str(TEACHER) not in sys.path:
-        sys.path.insert(0, str(TEACHER))
-    from specdec_teacher import judge
-
-    return judge
-
-
-def plans_for(exercises, secret: str | None = None) -> dict[str, dict]:
-    """{grade_id: the judge's plan}: the inputs each checker hands a function answer."""
-    judge = teacher()
-    return {
-        ex["grade_id"]: judge.plan(ex["module"], ex["checker"], secret, fixed_args(ex)) for ex in exercises
-    }
 
 
 def grade(

@@ -7,13 +7,12 @@
 
 For each chapter this writes `COURSE_DIR/source/chNN/NN_name.ipynb`, nbgrader's source notebook, and once
 `COURSE_DIR/nbgrader_config.py`. In the source, every exercise is one solution cell (the chapter's
-reference, between nbgrader's markers) followed by a **locked, graded test cell** worth one point: it
-reloads the checker's modules (a checker the student redefined or patched is gone) and asserts that the
-checker says "correct", so a wrong, missing or raising answer scores 0 and nbgrader's own restoring of
-locked cells keeps the test as the teacher wrote it. Below nbgrader's `### BEGIN HIDDEN TESTS` the test
-asserts the same on the hidden cases of the teacher's package (`specdec_teacher.hidden_check`): the
-release does not show that part, and `nbgrader autograde` restores it, so autograde must run where
-`specdec_teacher` is importable (`pip install -e CLONE/teacher`, or `CLONE/teacher` on `PYTHONPATH`). The config's code stub is `...` (not nbgrader's
+reference, between nbgrader's markers) followed by a **locked, graded test cell** worth one point. In the
+release the test runs the public check. When nbgrader autogrades, the config's steps
+(`specdec_lib.nbgrader_judge`) rebuild the submission from the release with only its answers, turn each
+test into a recorder of the answer on the public and hidden inputs, and let the teacher's judge decide
+each test in a fresh process: nothing the student's kernel prints or patches counts, and no hidden test
+code is in any notebook. The config's code stub is `...` (not nbgrader's
 `raise NotImplementedError()`), and every answer that is a value gets a `name = ...` line before its
 solution region, so an untouched release runs top to bottom ("Run All") and each checker says "not
 attempted". Each "Why it works" note becomes a written-answer cell (0 points, for the teacher to re-weight)
@@ -54,7 +53,39 @@ c.CourseDirectory.course_id = "specdec"
 c.ClearSolutions.code_stub = {"python": "...  # YOUR CODE HERE"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 c.Execute.timeout = 300  # seconds per cell: the chapters run their models on the CPU
+
+# Grades are decided outside the student's kernel (see specdec_lib/nbgrader_judge.py): the submission is
+# rebuilt from the release, each graded test records the answer, and the teacher's judge decides.
+from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
+from nbgrader.preprocessors import (  # noqa: E402
+    AssignLatePenalties,
+    CheckCellMetadata,
+    ClearOutput,
+    DeduplicateIds,
+    Execute,
+    IgnorePattern,
+    LimitOutput,
+    OverwriteCells,
+    OverwriteKernelspec,
+    SaveAutoGrades,
+)
+
+from specdec_lib.nbgrader_judge import JudgeRecords, RebuildFromRelease, RecordAnswers  # noqa: E402
+
+c.Autograde.sanitize_preprocessors = [
+    RebuildFromRelease, ClearOutput, DeduplicateIds, OverwriteKernelspec, OverwriteCells, CheckCellMetadata,
+    RecordAnswers,
+]
+c.Autograde.autograde_preprocessors = [
+    Execute, JudgeRecords, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
+    AssignLatePenalties, CheckCellMetadata,
+]
+# The teacher's package, for the plans and the judge (never installed where the students' code runs):
+# c.RecordAnswers.teacher = c.JudgeRecords.teacher = "/path/to/CLONE/teacher"
+# A course secret moves the hidden cases (make one: python -c "import secrets; print(secrets.token_hex(16))"):
+# c.RecordAnswers.secret_file = c.JudgeRecords.secret_file = "/path/to/course.secret"
 """
+SPECDEC = "specdec"  # a graded test's metadata: the exercise it grades
 QUESTION = (
     "**In your own words** (not graded unless your teacher says so): why does your answer to the exercise "
     "above work? Write a few sentences in the cell below."
@@ -82,29 +113,20 @@ def solution_source(reference: str) -> str:
 
 
 def test_cell(ex: dict) -> dict:
-    """The locked, graded test of one exercise (1 point)."""
+    """The locked, graded test of one exercise: in the release it runs the public check; when nbgrader
+    autogrades, `RecordAnswers` and `JudgeRecords` make it record the answer and judge it outside the
+    student's kernel (its `specdec` metadata says which checker, with which arguments)."""
     code = (
-        f"# Graded test of {ex['grade_id']} ({ex['points']:g} point): it passes when the checker says "
-        '"correct". Do not edit.\n'
-        "import importlib as _importlib\n"
-        "import specdec_lib.checks._core as _core\n"
-        f"import {ex['module']} as _checks\n"
-        "_importlib.reload(_core)\n"
-        "_importlib.reload(_checks)\n"
-        f'assert _checks.{ex["checker"]}({ex["args"]}) == "correct", "not correct yet: the message above says why"\n'
-        "### BEGIN HIDDEN TESTS\n"
-        "import specdec_teacher as _teacher\n\n"
-        f'_verdict = _teacher.hidden_check("{ex["module"]}", "{ex["checker"]}", {ex["args"]})\n'
-        'assert _verdict == "correct", "not correct on the hidden cases: the message above says why"\n'
-        "### END HIDDEN TESTS"
+        f"# Graded test of {ex['grade_id']} ({ex['points']:g} point). Here it runs the public check. When your\n"
+        "# teacher grades, your answer is recorded and judged outside this notebook, on hidden cases too.\n"
+        f"from {ex['module']} import {ex['checker']} as _check\n\n"
+        f'assert _check({ex["args"]}) == "correct", "not correct yet: the message above says why"'
     )
-    meta = {
-        "nbgrader": _meta(
-            f"{ex['grade_id']}-test", grade=True, solution=False, locked=True, points=ex["points"]
-        )
-    }
-    cell = {"cell_type": "code", "execution_count": None, "id": f"{ex['cell_id']}-test", "metadata": meta}
-    return cell | {"outputs": [], "source": _lines(code)}
+    nbgrader = _meta(f"{ex['grade_id']}-test", grade=True, solution=False, locked=True, points=ex["points"])
+    info = {k: ex[k] for k in ("grade_id", "module", "checker", "args")}
+    cell = {"cell_type": "code", "execution_count": None, "id": f"{ex['cell_id']}-test"}
+    meta = {"nbgrader": nbgrader, SPECDEC: info}
+    return cell | {"metadata": meta, "outputs": [], "source": _lines(code)}
 
 
 def nbgrader_source(nb: dict) -> dict:

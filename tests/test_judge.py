@@ -72,3 +72,11 @@ def test_answers_cross_as_json(value):
 def test_an_object_json_cannot_hold_is_no_answer():
     got = decode_answer(json.loads(json.dumps(encode_answer(iter([1, 2])))))
     assert repr(got) == "<a list_iterator object>" and got != [1, 2]
+
+
+def test_a_plan_whose_json_keys_were_sorted_still_judges():
+    """nbgrader writes notebooks (and the plan kept in a cell's metadata) with sorted keys."""
+    plan = judge.plan("specdec_lib.checks.ch01", "check_temperature_softmax")
+    resorted = json.loads(json.dumps(plan, sort_keys=True))
+    ref = specdec_teacher.reference_args("ch01", "check_temperature_softmax")
+    assert judge.judge(resorted, json.loads(json.dumps(record("x", resorted, *ref))))["verdict"] == "correct"

@@ -30,8 +30,8 @@ SPOOF = "def {checker}(*args, **kwargs):\n    print('✅ spoofed: correct')\n   
 
 def _env():
     bin_dir = str(Path(sys.executable).parent)  # nbgrader runs `alembic` from the same environment
-    path = os.pathsep.join([str(ROOT), str(ROOT / "teacher")])  # the teacher's package: the hidden tests
-    return {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""), "PYTHONPATH": path}
+    # the kernel's path holds specdec_lib only: the judge finds the teacher's package in the clone itself
+    return {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT)}
 
 
 def nbgrader(course: Path, *args: str) -> str:
@@ -65,10 +65,33 @@ def _wrong(solution: str) -> str:
     return "\n".join(lines)
 
 
-def students(source_nb, release_nb) -> dict[str, tuple[dict, int]]:
-    """{student: (notebook, points they earned)} like the teacher's trial."""
+PATCH = """import importlib, sys, types
+import specdec_lib.checks.{chapter} as _c
+import specdec_lib.checks._record as _r
+
+def _yes(*args, **kwargs):
+    print("✅ patched (hidden cases): correct")
+    return "correct"
+
+importlib.reload = lambda m: m
+for _name in dir(_c):
+    if _name.startswith("check" + "_"):
+        setattr(_c, _name, _yes)
+_fake = types.ModuleType("specdec_" + "teacher")
+_fake.hidden_check = _yes
+sys.modules["specdec_" + "teacher"] = _fake
+_r.record = lambda *args, **kwargs: _yes()
+"""
+REFERENCE = (
+    'answers = vars(__import__("specdec_" + "teach" + "er.{chapter}", fromlist=["x"]))["REFER" + "ENCE"]\n'
+)
+
+
+def students(source_nb, release_nb, chapter="ch01") -> dict[str, tuple[dict, int]]:
+    """{student: (notebook, points they earned)} like the teacher's trial, and the attacks on the grader."""
     solved = _solutions(source_nb)
     ids = list(solved)
+    functions = [g for g in ids if "def " in solved[g]]
 
     def handed_in(answers):
         nb = json.loads(json.dumps(release_nb))
@@ -100,7 +123,39 @@ def students(source_nb, release_nb) -> dict[str, tuple[dict, int]]:
             1,
         ),
         "cheater": (handed_in(cheats), 1),
+        # (a') the checkers, importlib.reload, the recorder and the teacher's package patched; wrong answers
+        "attack-patch": (
+            handed_in({g: PATCH.format(chapter=chapter) + _wrong(solved[g]) for g in functions[:1]}),
+            0,
+        ),
+        # a vandal: the first answer right under rewritten metadata (another grade id, 100 points, not
+        # graded), the second right with its test cell deleted (both come back as released), and (d) the
+        # third the reference, imported under a spelled-apart name
+        "vandal": (_vandalised(handed_in, solved, ids, functions[2], chapter), 2),
     }
+
+
+def _defined(solution: str) -> str:
+    return next(ln.split("(")[0].removeprefix("def ") for ln in solution.split("\n") if ln.startswith("def "))
+
+
+def _checker_of(solution: str) -> str:
+    return next(ln for ln in solution.split("\n")[::-1] if ln.startswith("check_")).split("(")[0]
+
+
+def _vandalised(handed_in, solved, ids, stolen, chapter):
+    steal = f"{_defined(solved[stolen])} = answers[{_checker_of(solved[stolen])!r}]"
+    nb = handed_in(
+        {ids[0]: solved[ids[0]], ids[1]: solved[ids[1]], stolen: REFERENCE.format(chapter=chapter) + steal}
+    )
+    nb["cells"] = [
+        c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") != f"{ids[1]}-test"
+    ]
+    for cell in nb["cells"]:
+        meta = cell["metadata"].get("nbgrader", {})
+        if meta.get("grade_id") in (ids[0], f"{ids[0]}-test"):
+            meta.update(grade_id=meta["grade_id"] + "-hacked", points=100, grade=False)
+    return nb
 
 
 def trial(chapter: str, course: Path) -> dict[str, tuple[float, int, float]]:
@@ -112,10 +167,9 @@ def trial(chapter: str, course: Path) -> dict[str, tuple[float, int, float]]:
     nbgrader(course, "generate_assignment", assignment, "--force")
     release = json.loads((course / "release" / assignment / source.name).read_text())
     assert BEGIN not in json.dumps(release), "the release shows a solution"
-    assert "specdec_teacher" not in json.dumps(release), "the release shows a hidden test"
-    assert "HIDDEN TESTS" in source.read_text(), "the source has no hidden tests"
+    assert "specdec_teacher" not in json.dumps(release) and "HIDDEN" not in source.read_text()
     expected = {}
-    for name, (nb, points) in students(json.loads(source.read_text()), release).items():
+    for name, (nb, points) in students(json.loads(source.read_text()), release, f"ch{chapter}").items():
         folder = course / "submitted" / name / assignment
         folder.mkdir(parents=True)
         (folder / source.name).write_text(json.dumps(nb))
@@ -134,7 +188,12 @@ def trial(chapter: str, course: Path) -> dict[str, tuple[float, int, float]]:
         if c["metadata"].get("nbgrader", {}).get("grade") and c["cell_type"] == "code"
     ]
     hidden = ["(hidden cases): correct" in json.dumps(c["outputs"], ensure_ascii=False) for c in tests]
-    assert any(hidden), "autograde ran no hidden test"  # the function exercises' tests, put back by autograde
+    assert any(hidden), "autograde judged no hidden case"
+    # what a student gets back shows the released tests, neither the plan nor the teacher's package
+    nbgrader(course, "generate_feedback", assignment, "--student", "pasted", "--force")
+    [html] = (course / "feedback" / "pasted" / assignment).glob("*.html")
+    text = html.read_text(encoding="utf-8")
+    assert '"calls"' not in text and "specdec_teacher" not in text and "_record" not in text
     return {name: (scores[name], expected[name], seconds[name]) for name in expected}
 
 

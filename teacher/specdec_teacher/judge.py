@@ -7,7 +7,7 @@ The graders work in three steps:
    random cases; the seed offset comes from the course's secret). Inputs only, no answer.
 2. **record** (the student's kernel): `specdec_lib.checks._record.record` calls the student's function on
    those inputs and shows what it returned. Nothing there is trusted.
-3. **judge** (this module, in a fresh process: `python -m specdec_teacher.judge < requests.json`): the
+3. **judge** (this module, in a fresh process: `python -m specdec_teacher.judge < request.json`): the
    public checker, imported here from disk, runs again with the reference answers and the same case
    seeds, and each call of the student's function is answered from the record. The checker's verdict
    is the grade: first on the public cases, then, when those pass, on the hidden ones.
@@ -97,8 +97,9 @@ class _Replay:
         i, self.i = self.i, self.i + 1
         if i >= len(self.results) or i >= len(self.planned):
             raise _core.Incorrect("the record does not answer this call: grade it again")
-        want = _core.fingerprint([self.planned[i][1], self.planned[i][2]])
-        got = _core.fingerprint([_core.encode(list(args)), _core.encode(kwargs)])
+        # compared as values: a JSON writer may have sorted the encoded dicts' keys on the way
+        want = _core.fingerprint([_core.decode(self.planned[i][1]), _core.decode(self.planned[i][2])])
+        got = _core.fingerprint([list(args), kwargs])
         if not _core._same_fingerprint(got, want):
             raise _core.Incorrect("the record answers other inputs than this check's")
         result = self.results[i]
@@ -153,10 +154,18 @@ def judge(plan_: dict, record: dict | None, secret: str | None = None) -> dict:
 
 
 def main() -> int:
-    """Read [{"plan": ..., "record": ...}, ...] and the secret (optional) as JSON on stdin; write the
-    verdicts as a JSON list on stdout."""
+    """Read a request as JSON on stdin, write the answer as JSON on stdout:
+    {"plan": [{"module", "checker", "fixed"}, ...], "secret"} -> the plans;
+    {"items": [{"plan", "record"}, ...], "secret"} -> the verdicts."""
     request = json.loads(sys.stdin.read())
     secret = request.get("secret")
+    if "plan" in request:
+        out = [
+            plan(p["module"], p["checker"], secret, {_key(k): v for k, v in p.get("fixed", {}).items()})
+            for p in request["plan"]
+        ]
+        sys.stdout.write(json.dumps(out, ensure_ascii=False))
+        return 0
     verdicts = []
     for item in request["items"]:
         try:
@@ -166,6 +175,11 @@ def main() -> int:
             verdicts.append({"verdict": _core.INCORRECT, "title": item["plan"]["checker"], "detail": detail})
     sys.stdout.write(json.dumps(verdicts, ensure_ascii=False))
     return 0
+
+
+def _key(k: str):
+    """A fixed argument's key from JSON: a position ("0") or a keyword."""
+    return int(k) if k.isdigit() else k
 
 
 if __name__ == "__main__":
