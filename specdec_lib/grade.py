@@ -1,6 +1,7 @@
 """Grade exercise notebooks (hand-written support code for teachers).
 
-    python -m specdec_lib.grade SUBMISSION.ipynb [MORE.ipynb ...] [--csv gradebook.csv] [--feedback DIR]
+    python -m specdec_lib.grade STUDENT/SUBMISSION.ipynb [MORE ...] [--csv gradebook.csv] [--feedback DIR]
+        # each student's name is their notebook's folder; two notebooks of one name are refused
     python -m specdec_lib.grade --course COURSE_DIR --assignment ch03 [--csv ...] [--feedback ...]
         # every COURSE_DIR/submitted/<student>/ch03/*.ipynb, nbgrader's layout
 
@@ -393,6 +394,7 @@ def grade(
     source: Path | None = None,
     student: str | None = None,
     secret: str | None = None,
+    teacher: Path | None = None,
 ) -> dict:
     """Grade one submission: {"student", "submission", "chapter", "exercises", "score", "max", "error"}."""
     path = Path(path)
@@ -413,12 +415,12 @@ def grade(
     exercises = expected_exercises(source_nb)
     result["chapter"] = found.stem
     result["max"] = sum(ex["points"] for ex in exercises)
-    plans = plans_for(exercises, secret)
+    plans = plans_for(exercises, secret, teacher)
     nb, skipped = graded_notebook(submission, source_nb, exercises, plans)
     stopped = _execute(nb, timeout)
     result["error"] = stopped
     todo = {g: p for g, p in plans.items() if g not in skipped}
-    judgements = judged(todo, records(nb), secret)
+    judgements = judged(todo, records(nb), secret, teacher)
     result["exercises"] = verdicts(nb, exercises, skipped, judgements, stopped)
     result["score"] = sum(r["score"] for r in result["exercises"])
     return result
@@ -459,6 +461,13 @@ def write_feedback(result: dict, folder: Path) -> Path:
     return path
 
 
+def student_name(path: Path, name_from: str = "folder") -> str:
+    """A submission's student: its folder's name (alice/03_rejection_sampling.ipynb is alice's), or its
+    file's name without the extension."""
+    path = Path(path).resolve()
+    return path.parent.name if name_from == "folder" else path.stem
+
+
 def course_submissions(course: Path, assignment: str) -> list[tuple[str, Path]]:
     """(student, notebook) for nbgrader's layout COURSE/submitted/<student>/<assignment>/*.ipynb."""
     return [(p.parents[1].name, p) for p in sorted(Path(course).glob(f"submitted/*/{assignment}/*.ipynb"))]
@@ -476,19 +485,42 @@ def main(argv=None) -> int:
     ap.add_argument("--json", type=Path, default=None, help="also write every verdict to this file")
     ap.add_argument("--csv", type=Path, default=None, help="a gradebook: a row per student")
     ap.add_argument("--feedback", type=Path, default=None, help="a folder for one feedback file per student")
+    ap.add_argument(
+        "--name-from",
+        choices=["folder", "file"],
+        default="folder",
+        help="a named submission's student: its folder's name (default; STUDENT/03_x.ipynb) or its file's",
+    )
+    ap.add_argument(
+        "--secret-file", type=Path, help="a file with the course's secret: it moves the hidden cases"
+    )
+    ap.add_argument(
+        "--teacher", type=Path, help="the folder that holds specdec_teacher (default: the clone's)"
+    )
     args = ap.parse_args(argv)
-    todo = [(None, p) for p in args.submissions]
+    todo = [(student_name(p, args.name_from), p) for p in args.submissions]
     if args.course:
         if not args.assignment:
             ap.error("--course needs --assignment")
         todo += course_submissions(args.course, args.assignment)
     if not todo:
         ap.error("nothing to grade: name submissions, or --course and --assignment")
-    if not (TEACHER / "specdec_teacher").is_dir():
-        ap.error(f"the teacher's package is missing ({TEACHER / 'specdec_teacher'}): grade from a clone")
+    teacher = args.teacher or TEACHER
+    if not (teacher / "specdec_teacher").is_dir():
+        ap.error(
+            f"the teacher's package is missing ({teacher / 'specdec_teacher'}): grade from a clone, or --teacher"
+        )
+    names = [s for s, _ in todo]
+    twice = sorted({s for s in names if names.count(s) > 1})
+    if twice:
+        ap.error(
+            f"two submissions would be graded as the same student ({', '.join(twice)}): put each student's "
+            "notebook in a folder of its own, named after them (or use --name-from file)"
+        )
+    secret = args.secret_file.read_text(encoding="utf-8").strip() if args.secret_file else None
     results = []
     for student, path in todo:
-        results.append(grade(path, args.timeout, args.source, student))
+        results.append(grade(path, args.timeout, args.source, student, secret, teacher))
         print(table(results[-1]), flush=True)
         if args.feedback:
             write_feedback(results[-1], args.feedback)

@@ -325,3 +325,12 @@ def test_the_reference_is_out_of_the_kernels_reach(graded):
     results, _ = graded
     got = _verdicts(results["attack-reference"])
     assert "ModuleNotFoundError" in got["ex1"][1], got
+
+
+def test_students_are_named_after_their_folders_and_never_merged(tmp_path, capsys):
+    a, b = tmp_path / "alice" / "03_x.ipynb", tmp_path / "bob" / "03_x.ipynb"
+    assert (grade.student_name(a), grade.student_name(b)) == ("alice", "bob")
+    assert grade.student_name(a, "file") == "03_x"
+    with pytest.raises(SystemExit):  # eight notebooks of one name were once one student in the gradebook
+        grade.main([str(a), str(b), "--name-from", "file"])
+    assert "the same student (03_x)" in capsys.readouterr().err
