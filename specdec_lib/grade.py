@@ -107,9 +107,21 @@ def checker_modules(nb) -> dict[str, str]:
     return out
 
 
+LABELS = ROOT / "specdec_lib" / "checks" / "gradable.json"  # written by `python -m specdec_teacher.labels`
+COUNTED = ("gradable", "mixed")
+
+
+def kind_of(module: str, checker: str) -> str:
+    """An exercise's kind (gradable, mixed, library, practice; see specdec_teacher.labels); an exercise
+    the labels do not know counts as gradable."""
+    kinds = json.loads(LABELS.read_text(encoding="utf-8"))["kinds"]
+    return kinds.get(module.rsplit(".", 1)[-1], {}).get(checker, "gradable")
+
+
 def expected_exercises(source) -> list[dict]:
     """The exercises of a teacher's source notebook: for each folded reference cell, its nbgrader id and
-    points, the id of the learner's cell before it, and that cell's checker call (module, name, arguments)."""
+    points (0 for a practice or library exercise, whatever the cell says), its kind, the id of the learner's
+    cell before it, and that cell's checker call (module, name, arguments)."""
     modules = checker_modules(source)
     cells = source["cells"]
     out = []
@@ -130,10 +142,12 @@ def expected_exercises(source) -> list[dict]:
             )
         call = max(calls, key=lambda c: (c.lineno, c.col_offset))
         module, name = modules[call.func.id]
+        kind = kind_of(module, name)
         out.append(
             {
                 "grade_id": meta.get("grade_id", cell.get("id")),
-                "points": float(meta.get("points", 1)),
+                "points": float(meta.get("points", 1)) if kind in COUNTED else 0.0,
+                "kind": kind,
                 "cell_id": learner["id"],
                 "module": module,
                 "checker": name,

@@ -112,12 +112,18 @@ def solution_source(reference: str) -> str:
     return "\n".join(out)
 
 
+def _worth(ex: dict) -> str:
+    if not ex["points"]:
+        return f"{ex.get('kind', 'practice')}: 0 points, its checker can be gamed"
+    return f"{ex['points']:g} point" + ("s" if ex["points"] != 1 else "")
+
+
 def test_cell(ex: dict) -> dict:
     """The locked, graded test of one exercise: in the release it runs the public check; when nbgrader
     autogrades, `RecordAnswers` and `JudgeRecords` make it record the answer and judge it outside the
     student's kernel (its `specdec` metadata says which checker, with which arguments)."""
     code = (
-        f"# Graded test of {ex['grade_id']} ({ex['points']:g} point). Here it runs the public check. When your\n"
+        f"# Graded test of {ex['grade_id']} ({_worth(ex)}). Here it runs the public check. When your\n"
         "# teacher grades, your answer is recorded and judged outside this notebook, on hidden cases too.\n"
         f"from {ex['module']} import {ex['checker']} as _check\n\n"
         f'assert _check({ex["args"]}) == "correct", "not correct yet: the message above says why"'

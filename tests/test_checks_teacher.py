@@ -155,25 +155,6 @@ def test_the_hidden_cases_are_other_cases(capsys):
     assert not random_public & set(seen["hidden"])
 
 
-@pytest.mark.parametrize("chapter", specdec_teacher.CHAPTERS)
-def test_setup_lists_every_exercise_as_gradable_or_practice(chapter):
-    """book/setup.md's table of gradable and practice exercises follows the checkers (teacher's classify)."""
-    text = (ROOT / "book" / "setup.md").read_text(encoding="utf-8")
-    row = next(line.strip() for line in text.splitlines() if line.strip().startswith(f"| {chapter[2:]} |"))
-    cells = [c.strip() for c in row.strip("|").split("|")]
-    listed = {
-        kind: set(cells[i].replace("`", "").replace(" ", "").split(",")) - {"", "—"}
-        for i, kind in ((1, "gradable"), (2, "mixed"), (3, "practice"))
-    }
-    kinds = specdec_teacher.classify()[chapter]
-    for kind, names in listed.items():
-        assert names == {c.removeprefix("check_") for c, k in kinds.items() if k == kind}, (
-            chapter,
-            kind,
-            row,
-        )
-
-
 def test_every_public_checker_module_has_its_teacher_module():
     for name in PUBLIC:
         if name.startswith("ch"):

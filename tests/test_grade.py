@@ -99,6 +99,14 @@ _r.record = _forged
 """
 
 
+def brute_forced_quick(chapter: int) -> float:
+    """A quick-check's number, found by trying a grid of candidates against the public digests."""
+    from specdec_lib.checks import quick
+
+    key = f"q{chapter:02d}"
+    return next(v / 1000 for v in range(0, 100_000) if quick._expected.right(key, v / 1000))
+
+
 def ATTACKS(source):
     """Students who attack the grader; each answer under the attack is wrong, so each earns 0."""
     wrong = {
@@ -112,6 +120,16 @@ def ATTACKS(source):
         'answers = vars(__import__("specdec_" + "teach" + "er.ch06", fromlist=["x"]))["REFER" + "ENCE"]\n'
     )
     return {
+        # (c) the value answers recovered from answers.json's digests (a public salt) by an offline search
+        "attack-digest": _answered(
+            source,
+            wrong
+            | {
+                "ex3": _solved(source)["ex3"],
+                "quick": "from specdec_lib.checks.quick import check_quick\n\n"
+                f"my_number = {brute_forced_quick(3)}\ncheck_quick(3, my_number)",
+            },
+        ),
         "attack-patch": _answered(source, wrong | {"ex1": PATCH_EVERYTHING + wrong["ex1"]}),
         "attack-forge": _answered(source, wrong | {"ex1": FORGE_RECORD + wrong["ex1"]}),
         "attack-reference": _answered(
@@ -206,7 +224,14 @@ def test_the_exercises_come_from_the_teachers_source():
 
 def test_pasted_solutions_get_full_marks_and_the_release_none(graded):
     results, _ = graded
-    assert (results["pasted"]["score"], results["pasted"]["max"]) == (4, 4)
+    # the value question and the quick-check are practice (0 points): only the two function exercises count
+    assert (results["pasted"]["score"], results["pasted"]["max"]) == (2, 2)
+    assert {r["grade_id"]: r["points"] for r in results["pasted"]["exercises"]} == {
+        "t99-ex1": 1,
+        "t99-ex2": 1,
+        "t99-ex3": 0,
+        "t99-quick": 0,
+    }
     titles = {r["grade_id"]: r["title"] for r in results["pasted"]["exercises"]}
     assert titles["t99-ex1"] == "expected tau (hidden cases)"  # a function exercise: checked again, hidden
     assert results["unchanged"]["score"] == 0
@@ -225,7 +250,7 @@ def test_wrong_and_raising_answers_get_partial_marks(graded):
 def test_the_cheater_earns_only_what_they_solved(graded):
     results, _ = graded
     got = _verdicts(results["cheater"])
-    assert results["cheater"]["score"] == 1 and got["quick"][0] == "correct"
+    assert results["cheater"]["score"] == 0 and got["quick"][0] == "correct"  # a practice exercise
     assert got["ex1"][0] == "incorrect" and "defines its own check_expected_tau" in got["ex1"][1]
     assert got["ex2"][0] == "incorrect" and "reference answers (specdec_teacher)" in got["ex2"][1]
     assert got["ex3"][0] == "incorrect"  # the grader's own call checks the answer the student left
@@ -242,7 +267,7 @@ def test_gradebook_and_feedback_files(graded):
     results, out = graded
     rows = {r["student"]: r for r in csv.DictReader(open(out / "gradebook.csv", encoding="utf-8"))}
     assert {"pasted", "unchanged", "partial", "cheater", "memoriser"} <= set(rows)
-    assert (rows["pasted"]["score"], rows["pasted"]["max"], rows["partial"]["t99-ex1"]) == ("4", "4", "1")
+    assert (rows["pasted"]["score"], rows["pasted"]["max"], rows["partial"]["t99-ex1"]) == ("2", "2", "1")
     feedback = (out / "feedback" / "partial" / "source.txt").read_text()
     assert "t99-ex3" in feedback and "my notebook broke" in feedback
 
@@ -313,12 +338,19 @@ def test_the_graders_cell_records_and_decides_nothing():
     assert "teacher" not in grade._kernel_path()
 
 
-@pytest.mark.parametrize("student", ["attack-patch", "attack-forge", "attack-reference"])
+@pytest.mark.parametrize("student", ["attack-patch", "attack-forge", "attack-reference", "attack-digest"])
 def test_attacks_on_the_grader_earn_nothing(graded, student):
     results, _ = graded
     got = _verdicts(results[student])
     assert results[student]["score"] == 0, got
     assert results["pasted"]["score"] == results["pasted"]["max"]  # the honest student, graded alongside
+
+
+def test_recovered_digests_answer_only_practice(graded):
+    results, _ = graded
+    got = _verdicts(results["attack-digest"])
+    assert got["quick"][0] == "correct" and got["ex3"][0] == "correct"  # recovered: right, and worth nothing
+    assert results["attack-digest"]["score"] == 0
 
 
 def test_the_reference_is_out_of_the_kernels_reach(graded):

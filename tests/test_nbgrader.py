@@ -92,6 +92,11 @@ def students(source_nb, release_nb, chapter="ch01") -> dict[str, tuple[dict, int
     solved = _solutions(source_nb)
     ids = list(solved)
     functions = [g for g in ids if "def " in solved[g]]
+    counted = sum(
+        c["metadata"]["nbgrader"]["points"]
+        for c in source_nb["cells"]
+        if c["metadata"].get("nbgrader", {}).get("grade_id", "").endswith("-test")
+    )
 
     def handed_in(answers):
         nb = json.loads(json.dumps(release_nb))
@@ -107,10 +112,10 @@ def students(source_nb, release_nb, chapter="ch01") -> dict[str, tuple[dict, int
         ids[0]: SPOOF.format(checker=first_checker) + _wrong(solved[ids[0]]),
         # the checker call and the answer deleted
         ids[1]: "# nothing here",
-        ids[-1]: solved[ids[-1]],  # the one exercise this student solved
+        functions[-1]: solved[functions[-1]],  # the one exercise this student solved
     }
     return {
-        "pasted": (handed_in(solved), len(ids)),
+        "pasted": (handed_in(solved), counted),  # practice exercises (the quick-check) are worth 0
         "unchanged": (handed_in({}), 0),
         "partial": (
             handed_in(
