@@ -5,6 +5,11 @@
     python -m specdec_lib.grade --course COURSE_DIR --assignment ch03 [--csv ...] [--feedback ...]
         # every COURSE_DIR/submitted/<student>/ch03/*.ipynb, nbgrader's layout
 
+    # the same in three phases, the students' code where nothing of the teacher's is (grading/Dockerfile):
+    python -m specdec_lib.grade --write-assignments ch03.json --source notebooks/03_rejection_sampling.ipynb
+    python -m specdec_lib.grade --assignments ch03.json STUDENT/SUBMISSION.ipynb --records-out runs/
+    python -m specdec_lib.grade --judge runs/ --assignments ch03.json [--csv ...] [--feedback ...]
+
 What is graded comes from the teacher's side, never from the submission:
 - the **chapter** is recognised by its cells' ids against the course's own notebooks (or `--source`); a
   submission of another chapter, or of no chapter, is refused with the reason;
@@ -337,30 +342,33 @@ def judged(
     return dict(zip(plans, teacher_call({"items": items, "secret": secret}, teacher)))
 
 
-def verdicts(nb, exercises, skipped, judgements, stopped: str | None = None) -> list[dict]:
+def verdicts(run: dict, exercises, judgements) -> list[dict]:
     """One row per expected exercise: the judge's verdict, with why when the answer was never recorded
-    (the learner's cell raised, the notebook stopped)."""
-    cells = nb["cells"]
-    checked = {c["metadata"]["grade_id"]: i for i, c in enumerate(cells) if GRADER_TAG in _tags(c)}
-    recs = records(nb)
+    (missing, not the student's own, the learner's cell raised, the notebook stopped)."""
     rows = []
     for ex in exercises:
         gid = ex["grade_id"]
-        row = {"grade_id": gid, "checker": ex["checker"], "points": ex["points"]}
-        if gid in skipped:
-            row |= {"verdict": "incorrect", "title": ex["checker"], "detail": skipped[gid]}
+        row = {"grade_id": gid, "checker": ex["checker"], "points": ex["points"], "kind": ex.get("kind")}
+        seen = run["answers"].get(gid, {})
+        judged_row = judgements.get(gid)
+        if gid in run["skipped"]:
+            row |= {"verdict": "incorrect", "title": ex["checker"], "detail": str(run["skipped"][gid])}
+        elif judged_row["verdict"] == "correct" or (seen.get("record") and not seen.get("raised")):
+            row |= {k: str(judged_row[k]) for k in ("verdict", "title", "detail")}
+        elif seen.get("raised"):
+            row |= {
+                "verdict": "incorrect",
+                "title": ex["checker"],
+                "detail": f"the cell raised {seen['raised']}",
+            }
         else:
-            i = checked[gid]
-            judged_row = judgements[gid]
-            raised = _error(cells[i - 1].get("outputs", []))
-            if judged_row["verdict"] == "correct" or (gid in recs and not raised):
-                row |= {k: judged_row[k] for k in ("verdict", "title", "detail")}
-            elif raised:
-                row |= {"verdict": "incorrect", "title": ex["checker"], "detail": f"the cell raised {raised}"}
-            else:
-                error = _error(cells[i].get("outputs", []))
-                why = f"the answer could not be recorded: {error}" if error else (stopped or "no verdict")
-                row |= {"verdict": "incorrect", "title": ex["checker"], "detail": why}
+            error = seen.get("record_error")
+            why = (
+                f"the answer could not be recorded: {error}"
+                if error
+                else (run.get("stopped") or "no verdict")
+            )
+            row |= {"verdict": "incorrect", "title": ex["checker"], "detail": str(why)}
         row["score"] = row["points"] if row["verdict"] == "correct" else 0.0
         rows.append(row)
     return rows
@@ -402,6 +410,94 @@ def _execute(nb, timeout: int) -> str | None:
         os.environ.update(env_before)
 
 
+# ------------------------------------------------------------------------ the three phases of grading
+def assignment(source: Path, secret: str | None = None, teacher: Path | None = None) -> dict:
+    """What recording a chapter's submissions needs (the teacher's side, once per chapter): its title and
+    cell ids (to recognise a submission), its exercises, their plans (inputs, never answers) and the
+    notebook to run, without its reference solutions and notes."""
+    nb = json.loads(Path(source).read_text(encoding="utf-8"))
+    exercises = expected_exercises(nb)
+    skeleton = copy.deepcopy(nb)
+    skeleton["cells"] = [c for c in nb["cells"] if not is_reference(c) and "solution" not in _tags(c)]
+    return {
+        "chapter": Path(source).stem,
+        "title": _title(nb),
+        "ids": sorted(_ids(nb)),
+        "exercises": exercises,
+        "plans": plans_for(exercises, secret, teacher),
+        "notebook": skeleton,
+    }
+
+
+def _recognise(submission, assignments: list[dict]) -> tuple[dict | None, str]:
+    title, ids = _title(submission), _ids(submission)
+    for a in assignments:
+        if a["title"] == title and len(set(a["ids"]) & ids) >= len(a["ids"]) / 2:
+            return a, ""
+    names = (
+        ", ".join(a["chapter"] for a in assignments) if len(assignments) < 3 else "any chapter of the course"
+    )
+    return None, f"it is not {names}: its title is {title[:60]!r}"
+
+
+def record_submission(
+    path: Path, assignments: list[dict], timeout: int = 300, student: str | None = None
+) -> dict:
+    """Run one submission and keep what the judge needs (the student's side: needs no teacher's package):
+    {"student", "submission", "chapter", "error", "skipped", "answers": {grade_id: {"record", "raised",
+    "record_error"}}}."""
+    path = Path(path)
+    run = {"student": student or path.stem, "submission": str(path), "chapter": None, "error": None}
+    run |= {"skipped": {}, "answers": {}}
+    try:
+        submission = json.loads(path.read_text(encoding="utf-8"))
+        assert isinstance(submission.get("cells"), list)
+    except Exception as e:  # not a notebook, or broken JSON
+        run["error"] = f"cannot read the notebook: {type(e).__name__}: {e}"
+        return run
+    found, why = _recognise(submission, assignments)
+    if found is None:
+        run["error"] = f"not graded: {why}"
+        return run
+    run["chapter"] = found["chapter"]
+    nb, run["skipped"] = graded_notebook(submission, found["notebook"], found["exercises"], found["plans"])
+    run["error"] = run["stopped"] = _execute(nb, timeout)
+    recs = records(nb)
+    cells = nb["cells"]
+    for i, cell in enumerate(cells):
+        if GRADER_TAG in _tags(cell):
+            gid = cell["metadata"]["grade_id"]
+            run["answers"][gid] = {
+                "record": recs.get(gid),
+                "raised": _error(cells[i - 1].get("outputs", [])),
+                "record_error": _error(cell.get("outputs", [])),
+            }
+    return run
+
+
+def judge_submission(
+    run: dict, assignments: list[dict], secret: str | None = None, teacher: Path | None = None
+):
+    """The grade of one recorded submission (the teacher's side): {"student", "submission", "chapter",
+    "exercises", "score", "max", "error"}. The run is data from where the student's code ran: only its
+    records are judged, by the teacher's package in a fresh process, against the teacher's own plans."""
+    result = {k: run.get(k) for k in ("student", "submission", "chapter", "error")}
+    result |= {"exercises": [], "score": 0.0, "max": 0.0}
+    found = next((a for a in assignments if a["chapter"] == run.get("chapter")), None)
+    if found is None:
+        result["error"] = run.get("error") or "not graded: no such chapter in the assignments"
+        return result
+    exercises, skipped = found["exercises"], run.get("skipped") or {}
+    result["max"] = sum(ex["points"] for ex in exercises)
+    todo = {g: p for g, p in found["plans"].items() if g not in skipped}
+    recs = {g: a.get("record") for g, a in (run.get("answers") or {}).items() if isinstance(a, dict)}
+    judgements = judged(todo, {g: r for g, r in recs.items() if r}, secret, teacher)
+    clean = {"skipped": skipped, "answers": run.get("answers") or {}, "stopped": run.get("stopped")}
+    result["exercises"] = verdicts(clean, exercises, judgements)
+    result["score"] = sum(r["score"] for r in result["exercises"])
+    return result
+
+
 def grade(
     path: Path,
     timeout: int = 300,
@@ -410,34 +506,22 @@ def grade(
     secret: str | None = None,
     teacher: Path | None = None,
 ) -> dict:
-    """Grade one submission: {"student", "submission", "chapter", "exercises", "score", "max", "error"}."""
+    """Grade one submission, the three phases in one go (see `main` for running them apart)."""
     path = Path(path)
-    result = {"student": student or path.stem, "submission": str(path), "chapter": None, "exercises": []}
-    result |= {"score": 0.0, "max": 0.0, "error": None}
+    run = {"student": student or path.stem, "submission": str(path), "chapter": None, "error": None}
     try:
         submission = json.loads(path.read_text(encoding="utf-8"))
         assert isinstance(submission.get("cells"), list)
     except Exception as e:  # not a notebook, or broken JSON
-        result["error"] = f"cannot read the notebook: {type(e).__name__}: {e}"
-        return result
+        run["error"] = f"cannot read the notebook: {type(e).__name__}: {e}"
+        return judge_submission(run, [], secret, teacher)
     sources = [Path(source)] if source else sorted(NB_DIR.glob("[0-9][0-9]_*.ipynb"))
     found, why = find_source(submission, sources)
     if found is None:
-        result["error"] = f"not graded: {why}" + (f" (expected {Path(source).name})" if source else "")
-        return result
-    source_nb = json.loads(found.read_text(encoding="utf-8"))
-    exercises = expected_exercises(source_nb)
-    result["chapter"] = found.stem
-    result["max"] = sum(ex["points"] for ex in exercises)
-    plans = plans_for(exercises, secret, teacher)
-    nb, skipped = graded_notebook(submission, source_nb, exercises, plans)
-    stopped = _execute(nb, timeout)
-    result["error"] = stopped
-    todo = {g: p for g, p in plans.items() if g not in skipped}
-    judgements = judged(todo, records(nb), secret, teacher)
-    result["exercises"] = verdicts(nb, exercises, skipped, judgements, stopped)
-    result["score"] = sum(r["score"] for r in result["exercises"])
-    return result
+        run["error"] = f"not graded: {why}" + (f" (expected {Path(source).name})" if source else "")
+        return judge_submission(run, [], secret, teacher)
+    chapter = assignment(found, secret, teacher)
+    return judge_submission(record_submission(path, [chapter], timeout, student), [chapter], secret, teacher)
 
 
 def table(result: dict) -> str:
@@ -511,7 +595,47 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--teacher", type=Path, help="the folder that holds specdec_teacher (default: the clone's)"
     )
+    ap.add_argument(
+        "--write-assignments",
+        type=Path,
+        help="phase 1 (teacher's side): write the plans of --source (default: every chapter) to this file",
+    )
+    ap.add_argument(
+        "--assignments", type=Path, help="the file of --write-assignments: record without the teacher"
+    )
+    ap.add_argument(
+        "--records-out",
+        type=Path,
+        help="phase 2 (where students' code runs): write each run here, judge nothing",
+    )
+    ap.add_argument("--judge", type=Path, help="phase 3 (teacher's side): judge the runs in this folder")
     args = ap.parse_args(argv)
+    teacher = args.teacher or TEACHER
+    secret = args.secret_file.read_text(encoding="utf-8").strip() if args.secret_file else None
+
+    def need_teacher():
+        if not (teacher / "specdec_teacher").is_dir():
+            ap.error(
+                f"the teacher's package is missing ({teacher / 'specdec_teacher'}): grade from a clone, or --teacher"
+            )
+
+    def load_assignments():
+        if not args.assignments:
+            ap.error("--judge needs --assignments (the file that recorded the runs)")
+        return json.loads(args.assignments.read_text(encoding="utf-8"))
+
+    if args.write_assignments:
+        need_teacher()
+        sources = [args.source] if args.source else sorted(NB_DIR.glob("[0-9][0-9]_*.ipynb"))
+        data = [assignment(p, secret, teacher) for p in sources]
+        args.write_assignments.write_text(json.dumps(data, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(f"wrote {args.write_assignments}: the plans of {', '.join(a['chapter'] for a in data)}")
+        return 0
+    if args.judge:
+        need_teacher()
+        assignments = load_assignments()
+        runs = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(args.judge.glob("*.json"))]
+        return _report([judge_submission(run, assignments, secret, teacher) for run in runs], args)
     todo = [(student_name(p, args.name_from), p) for p in args.submissions]
     if args.course:
         if not args.assignment:
@@ -519,11 +643,6 @@ def main(argv=None) -> int:
         todo += course_submissions(args.course, args.assignment)
     if not todo:
         ap.error("nothing to grade: name submissions, or --course and --assignment")
-    teacher = args.teacher or TEACHER
-    if not (teacher / "specdec_teacher").is_dir():
-        ap.error(
-            f"the teacher's package is missing ({teacher / 'specdec_teacher'}): grade from a clone, or --teacher"
-        )
     names = [s for s, _ in todo]
     twice = sorted({s for s in names if names.count(s) > 1})
     if twice:
@@ -531,18 +650,51 @@ def main(argv=None) -> int:
             f"two submissions would be graded as the same student ({', '.join(twice)}): put each student's "
             "notebook in a folder of its own, named after them (or use --name-from file)"
         )
-    secret = args.secret_file.read_text(encoding="utf-8").strip() if args.secret_file else None
+    if args.records_out:  # phase 2 alone: no teacher's package needed here
+        assignments = load_assignments()
+        args.records_out.mkdir(parents=True, exist_ok=True)
+        for student, path in todo:
+            run = record_submission(path, assignments, args.timeout, student)
+            out = args.records_out / f"{run['student']}.json"
+            out.write_text(json.dumps(run, ensure_ascii=False) + "\n", encoding="utf-8")
+            print(
+                f"{run['student']}: recorded {len(run['answers'])} answers in {out}"
+                + (f" ({run['error']})" if run["error"] else "")
+            )
+        return 0
+    need_teacher()
     results = []
     for student, path in todo:
-        results.append(grade(path, args.timeout, args.source, student, secret, teacher))
+        if args.assignments:
+            assignments = load_assignments()
+            results.append(
+                judge_submission(
+                    record_submission(path, assignments, args.timeout, student), assignments, secret, teacher
+                )
+            )
+        else:
+            results.append(grade(path, args.timeout, args.source, student, secret, teacher))
         print(table(results[-1]), flush=True)
         if args.feedback:
             write_feedback(results[-1], args.feedback)
+    _write(results, args)
+    return 0
+
+
+def _report(results, args) -> int:
+    for result in results:
+        print(table(result), flush=True)
+        if args.feedback:
+            write_feedback(result, args.feedback)
+    _write(results, args)
+    return 0
+
+
+def _write(results, args) -> None:
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
     if args.csv:
         write_gradebook(results, args.csv)
-    return 0
 
 
 if __name__ == "__main__":

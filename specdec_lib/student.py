@@ -26,7 +26,9 @@ works) are dropped, and exercise cells lose the `hide-input` tag that folds the 
 full website. The checkers stay, so a student notebook runs and reports "not attempted" everywhere.
 
 The student site has no Colab launch button and the student notebooks no "Open in Colab" badge: both would
-open the full notebooks of the repository, solutions included. (The copied landing and setup pages still
+open the full notebooks of the repository, solutions included. On Colab, the student notebooks' first cell
+pip-installs the package (`--package`: a wheel's URL, or by default the library built from the repository
+in a temporary folder) instead of cloning the repository. (The copied landing and setup pages still
 describe them; a teacher who wants Colab for students hosts the student notebooks and links to them.)
 """
 
@@ -154,11 +156,17 @@ def sync_exercises(nb: dict) -> dict:
     return nb
 
 
-def student_notebook(nb: dict) -> dict:
-    """A copy of a chapter notebook for students: stubs instead of solutions, no solution notes."""
+def student_notebook(nb: dict, package: str | None = None) -> dict:
+    """A copy of a chapter notebook for students: stubs instead of solutions, no solution notes, and a
+    bootstrap that on Colab pip-installs `package` (default: the library from the repository) instead of
+    cloning the repository."""
+    from specdec_lib import _export
+
     nb = copy.deepcopy(nb)
     cells = []
     for cell in nb["cells"]:
+        if cell["cell_type"] == "code" and _source(cell).rstrip("\n") == _export.BOOTSTRAP_CELL:
+            cell["source"] = _lines(_export.student_bootstrap(package or _export.STUDENT_PACKAGE))
         tags = cell.get("metadata", {}).get("tags", [])
         if is_reference(cell):  # the learner's cell before it is its stub: it takes the nbgrader metadata
             if not cells or EXERCISE_TAG not in cells[-1]["metadata"].get("tags", []):
@@ -236,6 +244,11 @@ def main(argv=None) -> int:
         help="exit 1 if the built site in HTML_DIR shows any solution",
     )
     ap.add_argument(
+        "--package",
+        help="what the student notebooks pip-install on Colab: a wheel's URL or a pip requirement "
+        "(default: the library from the repository, built by pip in a temporary folder)",
+    )
+    ap.add_argument(
         "--sync",
         action="store_true",
         help="split new exercise cells into the learner's cell and a folded reference, and rewrite every "
@@ -269,7 +282,7 @@ def main(argv=None) -> int:
     shutil.copytree(ROOT / "book", out / "book")
     count = 0
     for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
-        nb = student_notebook(json.loads(path.read_text()))
+        nb = student_notebook(json.loads(path.read_text()), args.package)
         (out / "notebooks" / path.name).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
         count += 1
     print(f"{count} student notebooks (solutions removed) and the book sources in {out}")

@@ -6,6 +6,7 @@ submission."""
 import copy
 import csv
 import json
+import shutil
 
 import pytest
 
@@ -366,3 +367,26 @@ def test_students_are_named_after_their_folders_and_never_merged(tmp_path, capsy
     with pytest.raises(SystemExit):  # eight notebooks of one name were once one student in the gradebook
         grade.main([str(a), str(b), "--name-from", "file"])
     assert "the same student (03_x)" in capsys.readouterr().err
+
+
+def test_recording_apart_from_judging_needs_no_teachers_package(course, tmp_path, monkeypatch):
+    """Phase 1 and 3 on the teacher's side, phase 2 (the students' code) where the teacher's package is
+    not: the grades are those of the one-go grader."""
+    plans = tmp_path / "t99.json"
+    source = str(course / "source.ipynb")
+    assert grade.main(["--write-assignments", str(plans), "--source", source]) == 0
+    assert "REFERENCE" not in plans.read_text() and "BEGIN SOLUTION" not in plans.read_text()
+    subs = []
+    for student in ("pasted", "attack-forge"):  # handed in as STUDENT/t99.ipynb
+        (tmp_path / student).mkdir()
+        subs.append(str(tmp_path / student / "t99.ipynb"))
+        shutil.copy(course / "submitted" / student / "t99" / "t99.ipynb", subs[-1])
+    monkeypatch.setattr(grade, "TEACHER", tmp_path / "nowhere")  # phase 2 cannot reach the teacher's package
+    assert grade.main([*subs, "--assignments", str(plans), "--records-out", str(tmp_path / "runs")]) == 0
+    monkeypatch.undo()
+    out = tmp_path / "judged.json"
+    assert (
+        grade.main(["--judge", str(tmp_path / "runs"), "--assignments", str(plans), "--json", str(out)]) == 0
+    )
+    scores = {r["student"]: (r["score"], r["max"]) for r in json.loads(out.read_text())}
+    assert scores == {"pasted": (2, 2), "attack-forge": (0, 2)}

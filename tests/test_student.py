@@ -168,3 +168,32 @@ def test_student_build_has_no_colab_link_to_the_full_notebooks(tmp_path):
         )  # the regex still fits
         student = (tmp_path / "student" / "notebooks" / path.name).read_text()
         assert "colab.research.google.com" not in student, path.name
+
+
+def test_student_notebooks_install_the_package_and_never_clone():
+    from specdec_lib import _export
+
+    nb = json.loads((_export.NB_DIR / "03_rejection_sampling.ipynb").read_text(encoding="utf-8"))
+    boot = "".join(next(c for c in student_notebook(nb)["cells"] if c["cell_type"] == "code")["source"])
+    assert "git clone" not in boot and 'pip", "install"' in boot and _export.STUDENT_PACKAGE in boot
+    wheel = "https://example.org/course/specdec_lib-0.1-py3-none-any.whl"
+    boot = "".join(
+        next(c for c in student_notebook(nb, wheel)["cells"] if c["cell_type"] == "code")["source"]
+    )
+    assert wheel in boot and _export.STUDENT_PACKAGE not in boot
+    compile(boot, "bootstrap", "exec")  # still Python
+
+
+def test_the_package_carries_the_committed_reports():
+    """Chapters 08-12 read the committed benchmark reports: a pip-installed package (the student
+    notebooks' Colab bootstrap) has them under specdec_lib/data/reports (a link to book/data)."""
+    import tomllib
+
+    from specdec_lib import _export
+
+    root = _export.NB_DIR.parent
+    config = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert "data/reports/*.json" in config["specdec_lib"]
+    book = sorted(p.name for p in (root / "book" / "data").glob("*.json"))
+    packaged = sorted(p.name for p in (root / "specdec_lib" / "data" / "reports").glob("*.json"))
+    assert packaged == book and "bench.json" in packaged
