@@ -363,11 +363,8 @@ def verdicts(run: dict, exercises, judgements) -> list[dict]:
             }
         else:
             error = seen.get("record_error")
-            why = (
-                f"the answer could not be recorded: {error}"
-                if error
-                else (run.get("stopped") or "no verdict")
-            )
+            fallback = run.get("stopped") or (judged_row or {}).get("detail") or "no answer was recorded"
+            why = f"the answer could not be recorded: {error}" if error else fallback
             row |= {"verdict": "incorrect", "title": ex["checker"], "detail": str(why)}
         row["score"] = row["points"] if row["verdict"] == "correct" else 0.0
         rows.append(row)
@@ -533,8 +530,9 @@ def table(result: dict) -> str:
         lines.append(f"  note: {result['error']}")
     for r in result["exercises"]:
         detail = f" — {r['detail']}" if r["detail"] else ""
+        kind = f" [{r['kind']}: 0 points]" if r.get("kind") in ("practice", "library") else ""
         lines.append(
-            f"  {r['grade_id']:14s} {r['score']:g}/{r['points']:g} {r['verdict']:14s} {r['title']}{detail}"
+            f"  {r['grade_id']:14s} {r['score']:g}/{r['points']:g} {r['verdict']:14s} {r['title']}{detail}{kind}"
         )
     return "\n".join(lines)
 
