@@ -165,12 +165,12 @@ def expected_exercises(source) -> list[dict]:
 
 
 def _ids(nb) -> set[str]:
-    return {c.get("id") for c in nb["cells"] if c.get("id")}
+    return {c.get("id") for c in nb["cells"] if isinstance(c, dict) and isinstance(c.get("id"), str)}
 
 
 def _title(nb) -> str:
     """The chapter's title line (the first line of its first Markdown cell), e.g. '# 03 · Rejection sampling'."""
-    first = next((c for c in nb["cells"] if c.get("cell_type") == "markdown"), None)
+    first = next((c for c in nb["cells"] if isinstance(c, dict) and c.get("cell_type") == "markdown"), None)
     return _source(first).strip().split("\n")[0].strip() if first else ""
 
 
@@ -291,6 +291,12 @@ def records(nb) -> dict[str, dict]:
             if isinstance(rec, dict) and rec.get("grade_id") == gid and len(json.dumps(rec)) <= MAX_RECORD:
                 out[gid] = rec
     return out
+
+
+def student_secret(secret: str | None, student: str | None) -> str | None:
+    """The secret that seeds one student's hidden cases: the course's and the student's name, so that a
+    classmate's record (or a copied answer table) answers other inputs than one's own."""
+    return f"{secret or ''}|{student}" if student else secret
 
 
 def teacher_call(request: dict, teacher: Path | None = None) -> list:
@@ -517,8 +523,9 @@ def grade(
     if found is None:
         run["error"] = f"not graded: {why}" + (f" (expected {Path(source).name})" if source else "")
         return judge_submission(run, [], secret, teacher)
-    chapter = assignment(found, secret, teacher)
-    return judge_submission(record_submission(path, [chapter], timeout, student), [chapter], secret, teacher)
+    mine = student_secret(secret, run["student"])
+    chapter = assignment(found, mine, teacher)
+    return judge_submission(record_submission(path, [chapter], timeout, student), [chapter], mine, teacher)
 
 
 def table(result: dict) -> str:
@@ -596,7 +603,12 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--write-assignments",
         type=Path,
-        help="phase 1 (teacher's side): write the plans of --source (default: every chapter) to this file",
+        help="phase 1 (teacher's side): write the plans of --source (default: every chapter) for --students",
+    )
+    ap.add_argument(
+        "--students",
+        nargs="+",
+        help="with --write-assignments: the students, each with hidden cases of their own",
     )
     ap.add_argument(
         "--assignments", type=Path, help="the file of --write-assignments: record without the teacher"
@@ -617,23 +629,42 @@ def main(argv=None) -> int:
                 f"the teacher's package is missing ({teacher / 'specdec_teacher'}): grade from a clone, or --teacher"
             )
 
-    def load_assignments():
+    def assignments_of(student: str) -> list[dict]:
         if not args.assignments:
-            ap.error("--judge needs --assignments (the file that recorded the runs)")
-        return json.loads(args.assignments.read_text(encoding="utf-8"))
+            ap.error("--records-out and --judge need --assignments (the file of --write-assignments)")
+        per_student = json.loads(args.assignments.read_text(encoding="utf-8"))["students"]
+        if student not in per_student:
+            ap.error(f"{student} is not among the students of {args.assignments}: write it with --students")
+        return per_student[student]
 
     if args.write_assignments:
         need_teacher()
+        if not args.students:
+            ap.error("--write-assignments needs --students: each student's hidden cases are their own")
         sources = [args.source] if args.source else sorted(NB_DIR.glob("[0-9][0-9]_*.ipynb"))
-        data = [assignment(p, secret, teacher) for p in sources]
+        data = {
+            "students": {
+                name: [assignment(p, student_secret(secret, name), teacher) for p in sources]
+                for name in args.students
+            }
+        }
         args.write_assignments.write_text(json.dumps(data, ensure_ascii=False) + "\n", encoding="utf-8")
-        print(f"wrote {args.write_assignments}: the plans of {', '.join(a['chapter'] for a in data)}")
+        chapters = ", ".join(p.stem for p in sources)
+        print(f"wrote {args.write_assignments}: the plans of {chapters} for {len(args.students)} students")
         return 0
     if args.judge:
         need_teacher()
-        assignments = load_assignments()
-        runs = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(args.judge.glob("*.json"))]
-        return _report([judge_submission(run, assignments, secret, teacher) for run in runs], args)
+        results = []
+        for student, files in judged_runs(args.judge).items():
+            try:
+                if len(files) != 1:
+                    raise ValueError(f"{len(files)} run files in its folder, one expected: record it again")
+                run = json.loads(files[0].read_text(encoding="utf-8")) | {"student": student}
+                mine = student_secret(secret, student)
+                results.append(judge_submission(run, assignments_of(student), mine, teacher))
+            except Exception as e:  # a run file that is not what phase 2 writes: that student only
+                results.append(_failed(student, files[0], e))
+        return _report(results, args)
     todo = [(student_name(p, args.name_from), p) for p in args.submissions]
     if args.course:
         if not args.assignment:
@@ -649,34 +680,54 @@ def main(argv=None) -> int:
             "notebook in a folder of its own, named after them (or use --name-from file)"
         )
     if args.records_out:  # phase 2 alone: no teacher's package needed here
-        assignments = load_assignments()
         args.records_out.mkdir(parents=True, exist_ok=True)
         for student, path in todo:
-            run = record_submission(path, assignments, args.timeout, student)
-            out = args.records_out / f"{run['student']}.json"
+            try:
+                run = record_submission(path, assignments_of(student), args.timeout, student)
+            except Exception as e:
+                run = _failed(student, path, e) | {"skipped": {}, "answers": {}}
+            out = args.records_out / f"{student}.json"
             out.write_text(json.dumps(run, ensure_ascii=False) + "\n", encoding="utf-8")
-            print(
-                f"{run['student']}: recorded {len(run['answers'])} answers in {out}"
-                + (f" ({run['error']})" if run["error"] else "")
-            )
+            errors = f" ({run['error']})" if run["error"] else ""
+            print(f"{student}: recorded {len(run['answers'])} answers in {out}{errors}")
         return 0
     need_teacher()
     results = []
     for student, path in todo:
-        if args.assignments:
-            assignments = load_assignments()
-            results.append(
-                judge_submission(
-                    record_submission(path, assignments, args.timeout, student), assignments, secret, teacher
-                )
-            )
-        else:
-            results.append(grade(path, args.timeout, args.source, student, secret, teacher))
+        try:
+            if args.assignments:
+                mine = student_secret(secret, student)
+                run = record_submission(path, assignments_of(student), args.timeout, student)
+                results.append(judge_submission(run, assignments_of(student), mine, teacher))
+            else:
+                results.append(grade(path, args.timeout, args.source, student, secret, teacher))
+        except Exception as e:  # a submission that breaks the grader fails alone, with the reason
+            results.append(_failed(student, path, e))
         print(table(results[-1]), flush=True)
         if args.feedback:
             write_feedback(results[-1], args.feedback)
     _write(results, args)
     return 0
+
+
+def judged_runs(folder: Path) -> dict[str, list[Path]]:
+    """{student: run files} of phase 2's output: one folder per student (what a container per student,
+    with only its own folder mounted, writes: the student is the folder's name, whatever the file says),
+    or the runs side by side (student = file name)."""
+    folder = Path(folder)
+    out: dict[str, list[Path]] = {}
+    for path in sorted(folder.rglob("*.json")):
+        student = path.stem if path.parent == folder else path.relative_to(folder).parts[0]
+        out.setdefault(student, []).append(path)
+    return out
+
+
+def _failed(student: str, path, error: Exception) -> dict:
+    why = f"cannot grade this submission: {type(error).__name__}: {str(error)[:200]}"
+    return {"student": student, "submission": str(path), "chapter": None, "exercises": [], "score": 0.0} | {
+        "max": 0.0,
+        "error": why,
+    }
 
 
 def _report(results, args) -> int:

@@ -17,7 +17,8 @@
 
 Nothing the student's kernel prints, patches or raises decides a grade. The teacher's package is found
 at `JudgeRecords.teacher` / `RecordAnswers.teacher` (default: the clone's `teacher/`); do not install it
-where autograde's kernel runs. A course secret (`secret_file`) moves the hidden cases.
+where autograde's kernel runs. The hidden cases are seeded by the student's id and a course secret
+(`secret_file`), so each student's are their own.
 """
 
 from __future__ import annotations
@@ -58,8 +59,10 @@ class _Teacher(NbGraderPreprocessor):
     def _teacher(self) -> Path | None:
         return Path(self.teacher) if self.teacher else None
 
-    def _secret(self) -> str | None:
-        return Path(self.secret_file).read_text(encoding="utf-8").strip() if self.secret_file else None
+    def _secret(self, resources) -> str | None:
+        """The course's secret and the student's id: each student's hidden cases are their own."""
+        course = Path(self.secret_file).read_text(encoding="utf-8").strip() if self.secret_file else None
+        return grade.student_secret(course, resources.get("nbgrader", {}).get("student"))
 
 
 class RebuildFromRelease(NbGraderPreprocessor):
@@ -99,7 +102,7 @@ class RecordAnswers(_Teacher):
     def preprocess(self, nb, resources):
         tests = [c for c in nb.cells if SPECDEC in c.metadata]
         exercises = [dict(c.metadata[SPECDEC]) for c in tests]
-        plans = grade.plans_for(exercises, self._secret(), self._teacher())
+        plans = grade.plans_for(exercises, self._secret(resources), self._teacher())
         for cell, ex in zip(tests, exercises):
             plan = plans[ex["grade_id"]]
             cell.metadata[SPECDEC] = {**ex, "plan": plan, "released": cell.source}
@@ -118,7 +121,7 @@ class JudgeRecords(_Teacher):
             plans[info["grade_id"]] = info["plan"]
             found = grade.records({"cells": [{**cell, "metadata": {"tags": [grade.GRADER_TAG], **info}}]})
             recs |= found
-        verdicts = grade.judged(plans, recs, self._secret(), self._teacher())
+        verdicts = grade.judged(plans, recs, self._secret(resources), self._teacher())
         for cell in tests:
             info = cell.metadata[SPECDEC]
             v = verdicts[info["grade_id"]]

@@ -90,8 +90,11 @@ _r.record = lambda *args, **kwargs: _yes()  # records nothing
 # the recorder replaced by one that shows a forged record: every call "returned" 1.0
 FORGE_RECORD = """import specdec_lib.checks._record as _r
 from IPython.display import display
+_honest = _r.record
 
 def _forged(grade_id, plan, *args, **kwargs):
+    if not any(plan["calls"].values()):  # a value answer: recorded as it is
+        return _honest(grade_id, plan, *args, **kwargs)
     results = {part: [{"value": 1.0} for _ in calls] for part, calls in plan["calls"].items()}
     answers = {name: {"function": True, "stub": False, "results": results} for name in plan["params"]}
     display({_r.MIME: {"grade_id": grade_id, "answers": answers}}, raw=True)
@@ -121,24 +124,17 @@ def ATTACKS(source):
         'answers = vars(__import__("specdec_" + "teach" + "er.ch06", fromlist=["x"]))["REFER" + "ENCE"]\n'
     )
     return {
+        "attack-patch": _answered(source, wrong | {"ex1": PATCH_EVERYTHING + wrong["ex1"]}),
+        # (d) the reference imported under a spelled-apart name; a forged record of a wrong function; and
         # (c) the value answers recovered from answers.json's digests (a public salt) by an offline search
-        "attack-digest": _answered(
+        "attack-mixed": _answered(
             source,
-            wrong
-            | {
+            {
+                "ex1": reference + "my_expected_tau = answers['check_expected_tau']",
+                "ex2": FORGE_RECORD + wrong["ex2"],
                 "ex3": _solved(source)["ex3"],
                 "quick": "from specdec_lib.checks.quick import check_quick\n\n"
                 f"my_number = {brute_forced_quick(3)}\ncheck_quick(3, my_number)",
-            },
-        ),
-        "attack-patch": _answered(source, wrong | {"ex1": PATCH_EVERYTHING + wrong["ex1"]}),
-        "attack-forge": _answered(source, wrong | {"ex1": FORGE_RECORD + wrong["ex1"]}),
-        "attack-reference": _answered(
-            source,
-            wrong
-            | {
-                "ex1": reference + "my_expected_tau = answers['check_expected_tau']",
-                "ex2": reference + "my_kept_positions = answers['check_kept_positions']",
             },
         ),
     }
@@ -339,7 +335,7 @@ def test_the_graders_cell_records_and_decides_nothing():
     assert "teacher" not in grade._kernel_path()
 
 
-@pytest.mark.parametrize("student", ["attack-patch", "attack-forge", "attack-reference", "attack-digest"])
+@pytest.mark.parametrize("student", ["attack-patch", "attack-mixed"])
 def test_attacks_on_the_grader_earn_nothing(graded, student):
     results, _ = graded
     got = _verdicts(results[student])
@@ -349,14 +345,15 @@ def test_attacks_on_the_grader_earn_nothing(graded, student):
 
 def test_recovered_digests_answer_only_practice(graded):
     results, _ = graded
-    got = _verdicts(results["attack-digest"])
+    got = _verdicts(results["attack-mixed"])
     assert got["quick"][0] == "correct" and got["ex3"][0] == "correct"  # recovered: right, and worth nothing
-    assert results["attack-digest"]["score"] == 0
+    assert got["ex2"][0] == "incorrect"  # the forged record
+    assert results["attack-mixed"]["score"] == 0
 
 
 def test_the_reference_is_out_of_the_kernels_reach(graded):
     results, _ = graded
-    got = _verdicts(results["attack-reference"])
+    got = _verdicts(results["attack-mixed"])
     assert "ModuleNotFoundError" in got["ex1"][1], got
 
 
@@ -371,22 +368,42 @@ def test_students_are_named_after_their_folders_and_never_merged(tmp_path, capsy
 
 def test_recording_apart_from_judging_needs_no_teachers_package(course, tmp_path, monkeypatch):
     """Phase 1 and 3 on the teacher's side, phase 2 (the students' code) where the teacher's package is
-    not: the grades are those of the one-go grader."""
+    not, one output folder per student: the grades are those of the one-go grader, and a classmate's run
+    copied into one's own folder answers other hidden inputs."""
     plans = tmp_path / "t99.json"
     source = str(course / "source.ipynb")
-    assert grade.main(["--write-assignments", str(plans), "--source", source]) == 0
+    students = ["--students", "pasted", "attack-mixed", "thief"]
+    assert grade.main(["--write-assignments", str(plans), "--source", source, *students]) == 0
     assert "REFERENCE" not in plans.read_text() and "BEGIN SOLUTION" not in plans.read_text()
-    subs = []
-    for student in ("pasted", "attack-forge"):  # handed in as STUDENT/t99.ipynb
-        (tmp_path / student).mkdir()
-        subs.append(str(tmp_path / student / "t99.ipynb"))
-        shutil.copy(course / "submitted" / student / "t99" / "t99.ipynb", subs[-1])
+    runs = tmp_path / "runs"
     monkeypatch.setattr(grade, "TEACHER", tmp_path / "nowhere")  # phase 2 cannot reach the teacher's package
-    assert grade.main([*subs, "--assignments", str(plans), "--records-out", str(tmp_path / "runs")]) == 0
+    for student in ("pasted", "attack-mixed"):  # handed in as STUDENT/t99.ipynb, one "container" each
+        (tmp_path / student).mkdir()
+        sub = tmp_path / student / "t99.ipynb"
+        shutil.copy(course / "submitted" / student / "t99" / "t99.ipynb", sub)
+        args = ["--assignments", str(plans), str(sub), "--records-out", str(runs / student)]
+        assert grade.main(args) == 0
     monkeypatch.undo()
+    (runs / "thief").mkdir()
+    shutil.copy(runs / "pasted" / "pasted.json", runs / "thief" / "thief.json")  # a classmate's run, copied
     out = tmp_path / "judged.json"
-    assert (
-        grade.main(["--judge", str(tmp_path / "runs"), "--assignments", str(plans), "--json", str(out)]) == 0
-    )
+    assert grade.main(["--judge", str(runs), "--assignments", str(plans), "--json", str(out)]) == 0
     scores = {r["student"]: (r["score"], r["max"]) for r in json.loads(out.read_text())}
-    assert scores == {"pasted": (2, 2), "attack-forge": (0, 2)}
+    assert scores == {"pasted": (2, 2), "attack-mixed": (0, 2), "thief": (0, 2)}
+
+
+def test_a_submission_that_breaks_the_grader_fails_alone(tmp_path):
+    (tmp_path / "odd").mkdir()
+    (tmp_path / "odd" / "x.ipynb").write_text(json.dumps({"cells": ["x", 3]}))
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "x.ipynb").write_text("{ not json")
+    out = tmp_path / "g.json"
+    assert (
+        grade.main(
+            [str(tmp_path / "odd" / "x.ipynb"), str(tmp_path / "broken" / "x.ipynb"), "--json", str(out)]
+        )
+        == 0
+    )
+    rows = {r["student"]: r for r in json.loads(out.read_text())}
+    assert rows["odd"]["score"] == 0 and "not graded" in rows["odd"]["error"]
+    assert "cannot read" in rows["broken"]["error"]

@@ -7,6 +7,7 @@ import io
 import json
 
 import pytest
+import torch
 
 import specdec_teacher
 from specdec_lib.checks._record import decode_answer, encode_answer, record
@@ -80,3 +81,37 @@ def test_a_plan_whose_json_keys_were_sorted_still_judges():
     resorted = json.loads(json.dumps(plan, sort_keys=True))
     ref = specdec_teacher.reference_args("ch01", "check_temperature_softmax")
     assert judge.judge(resorted, json.loads(json.dumps(record("x", resorted, *ref))))["verdict"] == "correct"
+
+
+def _zeroes_its_input(logits, temperature):
+    out = torch.softmax(logits / max(temperature, 1e-9), -1) if temperature else None
+    if out is None:
+        out = torch.zeros_like(logits)
+        out.scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
+    logits.zero_()  # right answer, but the caller's logits are gone
+    return out
+
+
+def _pops_its_inputs(draft, target):
+    n = 0
+    while draft and draft[0] == target[0]:
+        draft.pop(0)
+        target.pop(0)
+        n += 1
+    return n, target[0]
+
+
+@pytest.mark.parametrize(
+    "chapter,checker,fn",
+    [
+        ("ch01", "check_temperature_softmax", _zeroes_its_input),
+        ("ch02", "check_greedy_accept", _pops_its_inputs),
+    ],
+)
+def test_a_function_that_changes_its_inputs_is_judged_as_the_checker_judges_it(chapter, checker, fn):
+    """The record keeps what a call did to its arguments, and the judge does the same to the checker's."""
+    module = f"specdec_lib.checks.{chapter}"
+    with contextlib.redirect_stdout(io.StringIO()):
+        in_process = specdec_teacher.hidden_check(module, checker, fn)
+    got = _judged(judge.plan(module, checker), (fn,))
+    assert in_process == "incorrect" and got["verdict"] == "incorrect", got

@@ -41,3 +41,24 @@ def test_setup_shows_the_generated_table():
     text = labels.SETUP.read_text(encoding="utf-8")
     block = text[text.index(labels.BEGIN) + len(labels.BEGIN) : text.index(labels.END)]
     assert [line.strip() for line in block.strip().splitlines()] == labels.table(COMMITTED).splitlines()
+
+
+def test_library_and_practice_exercises_are_worth_nothing_in_both_graders():
+    """(d') an import of the library answers chapter 04's ancestor_mask, and the digests of value answers
+    are public: those exercises are still checked, for 0 points, in the course grader and in nbgrader."""
+    from specdec_lib import _export, nbgrader_course
+
+    nb = json.loads((_export.NB_DIR / "04_draft_trees.ipynb").read_text(encoding="utf-8"))
+    ex = {e["checker"]: e for e in grade.expected_exercises(nb)}
+    assert (ex["check_ancestor_mask"]["kind"], ex["check_ancestor_mask"]["points"]) == ("library", 0)
+    assert (ex["check_mss_example"]["kind"], ex["check_mss_example"]["points"]) == ("practice", 0)
+    assert ex["check_greedy_walk"]["points"] == 1
+    source = nbgrader_course.nbgrader_source(nb)
+    points = {
+        c["metadata"]["specdec"]["checker"]: c["metadata"]["nbgrader"]["points"]
+        for c in source["cells"]
+        if "specdec" in c["metadata"]
+    }
+    assert (
+        points["check_ancestor_mask"] == points["check_mss_example"] == 0 and points["check_greedy_walk"] == 1
+    )

@@ -112,32 +112,38 @@ def students(source_nb, release_nb, chapter="ch01") -> dict[str, tuple[dict, int
         ids[0]: SPOOF.format(checker=first_checker) + _wrong(solved[ids[0]]),
         # the checker call and the answer deleted
         ids[1]: "# nothing here",
-        functions[-1]: solved[functions[-1]],  # the one exercise this student solved
+        ids[2]: solved[ids[2]],  # the one exercise this student solved
+        # (a') then the checkers, importlib.reload, the recorder and the teacher's package patched, over a
+        # wrong answer
+        functions[-1]: PATCH.format(chapter=chapter) + _wrong(solved[functions[-1]]),
     }
+    stolen = functions[-1]  # (d) the reference, imported under a spelled-apart name
+    steal = f"{_defined(solved[stolen])} = answers[{_checker_of(solved[stolen])!r}]"
+    partial = handed_in(
+        {
+            ids[0]: solved[ids[0]],  # right, under rewritten metadata (below)
+            ids[1]: _wrong(solved[ids[1]]),
+            ids[2]: 'raise RuntimeError("my notebook broke")',
+            functions[-2]: solved[functions[-2]],  # right, with its test cell deleted (below)
+            stolen: REFERENCE.format(chapter=chapter) + steal,
+        }
+    )
+    # the deleted test and the rewritten metadata (another grade id, 100 points, not graded) come back as
+    # released: the two right answers under them score
+    partial["cells"] = [c for c in partial["cells"] if _grade_id(c) != f"{functions[-2]}-test"]
+    for cell in partial["cells"]:
+        if _grade_id(cell) in (ids[0], f"{ids[0]}-test"):
+            cell["metadata"]["nbgrader"].update(grade_id=_grade_id(cell) + "-hacked", points=100, grade=False)
     return {
         "pasted": (handed_in(solved), counted),  # practice exercises (the quick-check) are worth 0
         "unchanged": (handed_in({}), 0),
-        "partial": (
-            handed_in(
-                {
-                    ids[0]: solved[ids[0]],
-                    ids[1]: _wrong(solved[ids[1]]),
-                    ids[2]: 'raise RuntimeError("my notebook broke")',
-                }
-            ),
-            1,
-        ),
+        "partial": (partial, 2),
         "cheater": (handed_in(cheats), 1),
-        # (a') the checkers, importlib.reload, the recorder and the teacher's package patched; wrong answers
-        "attack-patch": (
-            handed_in({g: PATCH.format(chapter=chapter) + _wrong(solved[g]) for g in functions[:1]}),
-            0,
-        ),
-        # a vandal: the first answer right under rewritten metadata (another grade id, 100 points, not
-        # graded), the second right with its test cell deleted (both come back as released), and (d) the
-        # third the reference, imported under a spelled-apart name
-        "vandal": (_vandalised(handed_in, solved, ids, functions[2], chapter), 2),
     }
+
+
+def _grade_id(cell) -> str:
+    return cell["metadata"].get("nbgrader", {}).get("grade_id", "")
 
 
 def _defined(solution: str) -> str:
@@ -146,21 +152,6 @@ def _defined(solution: str) -> str:
 
 def _checker_of(solution: str) -> str:
     return next(ln for ln in solution.split("\n")[::-1] if ln.startswith("check_")).split("(")[0]
-
-
-def _vandalised(handed_in, solved, ids, stolen, chapter):
-    steal = f"{_defined(solved[stolen])} = answers[{_checker_of(solved[stolen])!r}]"
-    nb = handed_in(
-        {ids[0]: solved[ids[0]], ids[1]: solved[ids[1]], stolen: REFERENCE.format(chapter=chapter) + steal}
-    )
-    nb["cells"] = [
-        c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") != f"{ids[1]}-test"
-    ]
-    for cell in nb["cells"]:
-        meta = cell["metadata"].get("nbgrader", {})
-        if meta.get("grade_id") in (ids[0], f"{ids[0]}-test"):
-            meta.update(grade_id=meta["grade_id"] + "-hacked", points=100, grade=False)
-    return nb
 
 
 def trial(chapter: str, course: Path) -> dict[str, tuple[float, int, float]]:

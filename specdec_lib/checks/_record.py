@@ -86,11 +86,25 @@ class Opaque:
         return f"<a {self.type_name} object>"
 
 
+def _same(a, b) -> bool:
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
 def _call(fn, args, kwargs) -> dict:
+    """What one call returned (or raised), and every argument the function changed in place (a checker
+    that forbids that must see it): {"value"} or {"raised"}, with {"changed": {position: new value}}."""
+    args, kwargs = decode(args), decode(kwargs)
+    before = [encode_answer(a) for a in args]
     try:
-        return {"value": encode_answer(fn(*decode(args), **decode(kwargs)))}
+        out = {"value": encode_answer(fn(*args, **kwargs))}
     except (Exception, SystemExit) as e:  # a crash is the student's answer too: the checker says so
-        return {"raised": [type(e).__name__, str(e)[:MAX_TEXT]]}
+        out = {"raised": [type(e).__name__, str(e)[:MAX_TEXT]]}
+    changed = {}
+    for i, (a, was) in enumerate(zip(args, before)):
+        now = encode_answer(a)
+        if not _same(now, was):
+            changed[str(i)] = now
+    return out | ({"changed": changed} if changed else {})
 
 
 def record(grade_id: str, plan: dict, *args, **kwargs) -> dict:

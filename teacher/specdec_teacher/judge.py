@@ -25,6 +25,8 @@ import io
 import json
 import sys
 
+import torch
+
 from specdec_lib.checks import _core
 from specdec_lib.checks._record import decode_answer
 from specdec_teacher import HIDDEN_OFFSET, reference_args, teacher_run
@@ -103,11 +105,35 @@ class _Replay:
         if not _core._same_fingerprint(got, want):
             raise _core.Incorrect("the record answers other inputs than this check's")
         result = self.results[i]
+        _change(args, result.get("changed"))
         if "raised" in result:
             name, message = (list(result["raised"]) + ["", ""])[:2]
             kind = NotImplementedError if name == "NotImplementedError" else type(str(name), (Exception,), {})
             raise kind(message)
         return decode_answer(result.get("value"))
+
+
+def _change(args, changed) -> None:
+    """Do to the checker's arguments what the student's function did to its own (a checker that forbids
+    changing the inputs then sees it)."""
+    for key, value in (changed or {}).items():
+        i = int(key)
+        if i >= len(args):
+            continue
+        arg, new = args[i], decode_answer(value)
+        if isinstance(arg, torch.Tensor):
+            try:
+                new = torch.as_tensor(new) if not isinstance(new, torch.Tensor) else new
+                arg.resize_(new.shape).copy_(new.to(arg.dtype))
+            except (RuntimeError, TypeError, ValueError) as e:
+                raise _core.Incorrect(
+                    "your function changed its input tensor in place: work on a copy"
+                ) from e
+        elif isinstance(arg, list):
+            arg[:] = list(new) if isinstance(new, list | tuple) else [new]
+        elif isinstance(arg, dict | set):
+            arg.clear()
+            arg.update(new if isinstance(new, type(arg)) else {})
 
 
 def _stub(*args, **kwargs): ...
