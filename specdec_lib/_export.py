@@ -108,26 +108,16 @@ elif sys.path[0] != str(_root):
 
 # The student notebooks' bootstrap (`python -m specdec_lib.student`): on Colab it pip-installs the package
 # (the library, its models and reports), never a clone of the repository with its solutions and teacher/.
-_COLAB_CLONE = """\
-    _root = Path("/content/specdec")
-    if not _root.exists():
-        subprocess.run(["git", "clone", "-q", "--depth", "1", "{REPO_URL}", str(_root)], check=True)
-    if not (_root / ".colab-installed").exists():
-        # specdec_lib and what it needs (transformers, safetensors, ...), but never a new torch: the constraint
-        # keeps the runtime's own CUDA build. An old transformers is upgraded into the supported range.
-        from importlib.metadata import version
-        Path("/tmp/specdec-keep-torch.txt").write_text(f"torch=={{version('torch')}}\\n")
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-c", "/tmp/specdec-keep-torch.txt", "-e", str(_root)], check=True)
-        (_root / ".colab-installed").touch()"""
 STUDENT_PACKAGE = f"specdec_lib @ git+{REPO_URL}@{BRANCH}"
 
 
 def student_bootstrap(package: str = STUDENT_PACKAGE) -> str:
     """The bootstrap cell of the student notebooks: on Colab, `pip install package` (a wheel's URL, or
     the default: pip builds the package from the repository in a temporary folder and keeps only it)."""
-    colab = _COLAB_CLONE.format(REPO_URL=REPO_URL)
-    if colab not in BOOTSTRAP_CELL:
-        raise ValueError("the bootstrap's Colab branch changed: update _COLAB_CLONE")
+    start = 'if _root is None and "google.colab" in sys.modules:\n'
+    colab = BOOTSTRAP_CELL[
+        BOOTSTRAP_CELL.index(start) + len(start) : BOOTSTRAP_CELL.index("\nif _root is None:  #")
+    ]
     install = f"""\
     import importlib.util
     if importlib.util.find_spec("specdec_lib") is None:

@@ -680,6 +680,8 @@ def main(argv=None) -> int:
             "notebook in a folder of its own, named after them (or use --name-from file)"
         )
     if args.records_out:  # phase 2 alone: no teacher's package needed here
+        if len(todo) != 1:
+            ap.error("--records-out records one submission: run one container per student (book/setup.md)")
         args.records_out.mkdir(parents=True, exist_ok=True)
         for student, path in todo:
             try:

@@ -9,6 +9,7 @@ import json
 import shutil
 
 import pytest
+from attacks import PATCH, REFERENCE
 
 from specdec_lib import _export, grade
 from specdec_lib.student import is_reference, reference_source, split_exercise, student_notebook
@@ -66,27 +67,6 @@ def _solved(nb):
     }
 
 
-# (a') patch the checkers, `importlib.reload`, the recorder and the teacher's package, and print a fake
-# verdict; the answers under the patches are wrong
-PATCH_EVERYTHING = """import importlib, sys, types
-import specdec_lib.checks.ch06 as _c
-import specdec_lib.checks._record as _r
-
-def _yes(*args, **kwargs):
-    print("✅ expected tau (hidden cases): correct")
-    return "correct"
-
-importlib.reload = lambda m: m
-for _name in dir(_c):
-    if _name.startswith("check" + "_"):
-        setattr(_c, _name, _yes)
-_fake = types.ModuleType("specdec_" + "teacher")
-_fake.hidden_check = _yes
-_fake.judge = types.SimpleNamespace(judge=_yes)
-sys.modules["specdec_" + "teacher"] = _fake
-sys.modules["specdec_" + "teacher.judge"] = _fake.judge
-_r.record = lambda *args, **kwargs: _yes()  # records nothing
-"""
 # the recorder replaced by one that shows a forged record: every call "returned" 1.0
 FORGE_RECORD = """import specdec_lib.checks._record as _r
 from IPython.display import display
@@ -119,12 +99,9 @@ def ATTACKS(source):
         "ex3": "my_tau = 2.0\nmy_overhead = 0.5\n\ncheck_deepseek_numbers(my_tau, my_overhead)",
         "quick": "from specdec_lib.checks.quick import check_quick\n\nmy_number = 0.1\ncheck_quick(3, my_number)",
     }
-    # the static refusal of `specdec_teacher` and `REFERENCE` in a cell is dodged by spelling them apart
-    reference = (
-        'answers = vars(__import__("specdec_" + "teach" + "er.ch06", fromlist=["x"]))["REFER" + "ENCE"]\n'
-    )
+    reference = REFERENCE.format(chapter="ch06")  # dodges the static refusal of those names in a cell
     return {
-        "attack-patch": _answered(source, wrong | {"ex1": PATCH_EVERYTHING + wrong["ex1"]}),
+        "attack-patch": _answered(source, wrong | {"ex1": PATCH.format(chapter="ch06") + wrong["ex1"]}),
         # (d) the reference imported under a spelled-apart name; a forged record of a wrong function; and
         # (c) the value answers recovered from answers.json's digests (a public salt) by an offline search
         "attack-mixed": _answered(

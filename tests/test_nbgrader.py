@@ -22,6 +22,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from attacks import PATCH, REFERENCE  # noqa: E402
+
 from specdec_lib.nbgrader_course import write_course  # noqa: E402
 from specdec_lib.student import BEGIN, solution_regions  # noqa: E402
 
@@ -63,28 +65,6 @@ def _wrong(solution: str) -> str:
         name = last.split("=")[0].strip()
         lines[i] = f"{indent}{name} = -1  # wrong"
     return "\n".join(lines)
-
-
-PATCH = """import importlib, sys, types
-import specdec_lib.checks.{chapter} as _c
-import specdec_lib.checks._record as _r
-
-def _yes(*args, **kwargs):
-    print("✅ patched (hidden cases): correct")
-    return "correct"
-
-importlib.reload = lambda m: m
-for _name in dir(_c):
-    if _name.startswith("check" + "_"):
-        setattr(_c, _name, _yes)
-_fake = types.ModuleType("specdec_" + "teacher")
-_fake.hidden_check = _yes
-sys.modules["specdec_" + "teacher"] = _fake
-_r.record = lambda *args, **kwargs: _yes()
-"""
-REFERENCE = (
-    'answers = vars(__import__("specdec_" + "teach" + "er.{chapter}", fromlist=["x"]))["REFER" + "ENCE"]\n'
-)
 
 
 def students(source_nb, release_nb, chapter="ch01") -> dict[str, tuple[dict, int]]:

@@ -163,8 +163,8 @@ def check_top_k_filter(fn) -> str:
         want = _expected.top_k_filter(probs, 1)
         got = _tensor_out(fn(probs, 1), probs.shape, "k=1")
         expect(_same(got, want), "k=1 must give a one-hot vector on the most likely token")
-        for k in (4, 10):
-            got = _tensor_out(fn(probs, k), probs.shape, f"k={k}")
+        for k in (4, 10):  # compared with the input: which must still be the input (`_unchanged`)
+            got = _tensor_out(_unchanged(fn, probs, k), probs.shape, f"k={k}")
             expect(
                 _same(got, probs),
                 f"k={k} with a vocabulary of 4 keeps every token: the distribution must come back unchanged",
@@ -221,7 +221,7 @@ def check_top_p_filter(fn) -> str:
             _same(got, want),
             "p=0.3 when the top token alone has 0.45: keep just the top token (it is always kept)",
         )
-        got = _tensor_out(fn(probs, 1.0), probs.shape, "p=1")
+        got = _tensor_out(_unchanged(fn, probs, 1.0), probs.shape, "p=1")  # compared with the input
         expect(_same(got, probs), "p=1 keeps every token: the distribution must come back unchanged")
         shuffled = torch.tensor([0.10, 0.45, 0.05, 0.25, 0.15])
         want = _expected.top_p_filter(shuffled, 0.6)
