@@ -48,7 +48,6 @@ import copy
 import csv
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -59,9 +58,6 @@ from specdec_lib.student import EXERCISE_TAG, _source, is_reference
 
 ROOT = Path(__file__).resolve().parents[1]
 NB_DIR = ROOT / "notebooks"
-VERDICT = re.compile(
-    r"^(?:✅|❌|⏳) (?P<title>.+?): (?P<verdict>correct|incorrect|not attempted)(?: — (?P<detail>.*))?$"
-)
 OFFLINE = {
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
@@ -72,11 +68,6 @@ OFFLINE = {
 CHEATS = {"REFERENCE", "WRONG", "specdec_teacher", "_expected", "answers.json"}
 TEACHER = ROOT / "teacher"  # the teacher's package, specdec_teacher: not installed with specdec_lib
 GRADER_TAG = "grader-check"
-
-
-def _text(outputs, name="stdout") -> str:
-    texts = [o.get("text", "") for o in outputs if o.get("output_type") == "stream" and o.get("name") == name]
-    return "".join("".join(t) if isinstance(t, list) else t for t in texts)
 
 
 def _error(outputs) -> str | None:
@@ -175,15 +166,13 @@ def _title(nb) -> str:
 
 
 def find_source(submission, sources: list[Path]) -> tuple[Path | None, str]:
-    """The course notebook a submission was made from: the same title, and at least half of the source's
-    cells (by id) still there; or None and why."""
-    title, ids = _title(submission), _ids(submission)
+    """The course notebook a submission was made from (see `_recognise`); or None and why."""
+    candidates = []
     for path in sources:
         nb = json.loads(path.read_text(encoding="utf-8"))
-        if _title(nb) == title and len(_ids(nb) & ids) >= len(_ids(nb)) / 2:
-            return path, ""
-    names = ", ".join(p.name for p in sources) if len(sources) < 3 else "any chapter of the course"
-    return None, f"it is not {names}: its title is {title[:60]!r}"
+        candidates.append({"title": _title(nb), "ids": sorted(_ids(nb)), "chapter": path.name, "path": path})
+    found, why = _recognise(submission, candidates)
+    return (found["path"] if found else None), why
 
 
 def own_answer_problem(source: str) -> str | None:
@@ -279,17 +268,24 @@ def graded_notebook(submission, source, exercises, plans) -> tuple[dict, dict]:
 MAX_RECORD = 20_000_000  # characters: a record larger than this is not read
 
 
+def record_in(outputs, grade_id: str) -> dict | None:
+    """The record of `grade_id` a grader's cell showed (the last one in its outputs), or None."""
+    found = None
+    for o in outputs:
+        rec = o.get("data", {}).get(RECORD_MIME) if o.get("output_type") == "display_data" else None
+        if isinstance(rec, dict) and rec.get("grade_id") == grade_id and len(json.dumps(rec)) <= MAX_RECORD:
+            found = rec
+    return found
+
+
 def records(nb) -> dict[str, dict]:
-    """{grade_id: the record its grader's cell showed} (the last one in that cell's outputs)."""
+    """{grade_id: the record its grader's cell showed}."""
     out = {}
     for cell in nb["cells"]:
-        if GRADER_TAG not in _tags(cell):
-            continue
-        gid = cell["metadata"]["grade_id"]
-        for o in cell.get("outputs", []):
-            rec = o.get("data", {}).get(RECORD_MIME) if o.get("output_type") == "display_data" else None
-            if isinstance(rec, dict) and rec.get("grade_id") == gid and len(json.dumps(rec)) <= MAX_RECORD:
-                out[gid] = rec
+        if GRADER_TAG in _tags(cell):
+            rec = record_in(cell.get("outputs", []), cell["metadata"]["grade_id"])
+            if rec is not None:
+                out[cell["metadata"]["grade_id"]] = rec
     return out
 
 
@@ -433,6 +429,8 @@ def assignment(source: Path, secret: str | None = None, teacher: Path | None = N
 
 
 def _recognise(submission, assignments: list[dict]) -> tuple[dict | None, str]:
+    """The chapter a submission was made from: the same title, and at least half of the chapter's cells
+    (by id) still there; or None and why."""
     title, ids = _title(submission), _ids(submission)
     for a in assignments:
         if a["title"] == title and len(set(a["ids"]) & ids) >= len(a["ids"]) / 2:

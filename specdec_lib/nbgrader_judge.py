@@ -119,8 +119,9 @@ class JudgeRecords(_Teacher):
         for cell in tests:
             info = cell.metadata[SPECDEC]
             plans[info["grade_id"]] = info["plan"]
-            found = grade.records({"cells": [{**cell, "metadata": {"tags": [grade.GRADER_TAG], **info}}]})
-            recs |= found
+            rec = grade.record_in(cell.outputs, info["grade_id"])
+            if rec is not None:
+                recs[info["grade_id"]] = rec
         verdicts = grade.judged(plans, recs, self._secret(resources), self._teacher())
         for cell in tests:
             info = cell.metadata[SPECDEC]
