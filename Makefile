@@ -50,19 +50,9 @@ JOBS ?= 2
 unit: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider -n $(JOBS) --dist worksteal --durations=12 tests/
 
+# Every chapter under nbval, $(JOBS) at a time (each uses one torch thread), with each one's time.
 nbval: $(STAMP)
-	@if [ -z "$(NOTEBOOKS)" ]; then echo "nbval: no notebooks in notebooks/, nothing to run"; exit 0; fi; \
-	failed=""; \
-	for nb in $(NOTEBOOKS); do \
-	  t0=$$(date +%s); \
-	  if env $(OFFLINE) PYTHONPATH=$(CURDIR):$(CURDIR)/tests/fake_cuda $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env \
-	       --nbval-cell-timeout=300 $$nb; then \
-	    echo "nbval: $$nb passed in $$(( $$(date +%s) - t0 )) s"; \
-	  else \
-	    echo "nbval: $$nb FAILED after $$(( $$(date +%s) - t0 )) s"; failed="$$failed $$nb"; \
-	  fi; \
-	done; \
-	if [ -n "$$failed" ]; then echo "nbval: failed:$$failed"; exit 1; fi
+	$(PY) tests/run_notebooks.py --jobs $(JOBS)
 
 # Every mutant of tests/mutants.py against its recorded catchers (a few minutes; a fast subset is in `unit`).
 mutants: $(STAMP)

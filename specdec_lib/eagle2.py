@@ -255,9 +255,9 @@ class Eagle2Proposer(FeatureTreeProposer):
                 scores += [scores[i] + s for s in kids[i].scores]
             if len(scores) == first:
                 break
-            frontier = [
-                first + int(j) for j in torch.tensor(scores[first:]).topk(min(k, len(scores) - first)).indices
-            ]
+            # the k best new nodes; a tie goes to the earlier-recorded one, as in rerank (never topk's
+            # unspecified tie order, and on the exact float64 scores, not a float32 copy of them)
+            frontier = sorted(range(first, len(scores)), key=lambda i: (-scores[i], i))[:k]
         chosen = rerank(scores, parents, self.total_tokens)
         taken = [kids[parents[i]].take(ranks[i]) for i in chosen]  # the kept slots not drawn yet, now
         q = None if taken[0][1] is None else torch.stack([row for _, row in taken])

@@ -244,3 +244,21 @@ def test_slot_acceptance_first_slot_is_one_minus_tv(target):
             Eagle2Proposer(dr, top_k=4, slot_acceptance=bad)
     prop = Eagle2Proposer(dr, top_k=3, slot_acceptance=[[0.6, 0.05, 0.1, 0.0]])
     assert prop.slot_worth.exp()[0, :3].tolist() == pytest.approx([0.6, 0.05, 0.05])  # never rising
+
+
+def test_eagle2_ties_go_to_the_earlier_recorded_node(target):
+    """With every slot worth the same (a drafter whose logits are constant), the frontier and the re-rank
+    both keep the earliest-recorded nodes, so the tree does not depend on topk's unspecified tie order."""
+    dr = EagleDrafter(target).eval()
+    V = hf.vocab_size(target)
+    dr.logits = lambda h: torch.zeros(*h.shape[:-1], V)
+    tokens = torch.tensor([1, 5, 2, 7, 3])
+    feats = {-1: hf.hidden_states(target, tokens[None, :-1], (-1,))[-1][0]}
+    prop = Eagle2Proposer(dr, total_tokens=8, depth=3, top_k=2)
+    prop.start(target, tokens, SamplingParams(0.0), None, feats)
+    with torch.no_grad():
+        tree = prop.propose(tokens, 3)
+    # recorded: the root's slots 0, 1; their children 2, 3 (of 0) and 4, 5 (of 1); the frontier is the
+    # first two of those, 2 and 3, whose children are 6, 7 (of 2) and 8, 9 (of 3); the re-rank keeps the
+    # 8 best, which are 0 .. 7: the tie at depth 3 goes to 2's children
+    assert tree.parents.tolist() == [-1, -1, 0, 0, 1, 1, 2, 2]
