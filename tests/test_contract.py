@@ -100,8 +100,15 @@ def first_two_tokens_law(target, make, sampling, max_new_tokens, monkeypatch):
     """{(y1, y2): exact probability} of the first two tokens of `specdec_lib.generate`, every random
     draw of the proposer and the verifier enumerated (conftest.ExactLaw). `make()` returns a fresh
     (not yet started) proposer: a shallow copy of one built beforehand shares its weights."""
+    law = enumerated(target, make, sampling, max_new_tokens, monkeypatch, lambda got: len(got) >= 2, 2)
+    assert abs(sum(law.values()) - 1) < 1e-9
+    return law
+
+
+def enumerated(target, make, sampling, max_new_tokens, monkeypatch, enough, n):
+    """{the first n tokens: exact probability} of generations from the prompt [1, 2, 3], each stopped
+    after the first round at which `enough(tokens so far)` holds."""
     enum = ExactLaw(monkeypatch)
-    prompt = torch.tensor([1, 2, 3])
 
     class Enough(Exception):
         pass
@@ -111,19 +118,17 @@ def first_two_tokens_law(target, make, sampling, max_new_tokens, monkeypatch):
 
         def on_round(tokens, verdict, cache):
             got.extend(verdict.tokens)
-            if len(got) >= 2:
+            if enough(got):
                 raise Enough
 
         try:
-            sd.generate(target, prompt, max_new_tokens, make(), sampling.temperature, sampling.top_k,
-                     sampling.top_p, on_round=on_round)  # fmt: skip
+            sd.generate(target, torch.tensor([1, 2, 3]), max_new_tokens, make(), sampling.temperature,
+                        sampling.top_k, sampling.top_p, on_round=on_round)  # fmt: skip
         except Enough:
             pass
-        return tuple(got[:2])
+        return tuple(got[:n])
 
-    law = enum.run(run)
-    assert abs(sum(law.values()) - 1) < 1e-9
-    return law
+    return enum.run(run)
 
 
 def target_law(target, sampling):
@@ -186,6 +191,159 @@ def test_a_reduced_draft_vocabulary_stays_exact(config, tiny, monkeypatch):
     )
     assert drafted and set(drafted) <= {1, 4, 6}
     assert law_gap(law, target_law(target, sampling)) < EXACT
+
+
+# ------------------------------------------- deep trees: one round, its law completed by the target
+def one_round_law(target, make, sampling, n, max_new_tokens, monkeypatch):
+    """{(y1 .. yn): exact probability} when the FIRST round of `specdec_lib.generate` emits what it emits
+    (every draw enumerated) and, if that is fewer than n tokens, the target itself samples the rest (its
+    exact conditional probabilities). A lossless round gives the target's law of n tokens; enumerating
+    only one round is what makes a deep tree affordable (the law test above runs whole generations)."""
+    law = {}
+    for emitted, w in enumerated(target, make, sampling, max_new_tokens, monkeypatch, bool, n).items():
+        for rest, v in target_sequences(target, sampling, [1, 2, 3, *emitted], n - len(emitted)).items():
+            law[emitted + rest] = law.get(emitted + rest, 0.0) + w * v
+    return law
+
+
+def target_sequences(target, sampling, context, n):
+    """{(x1 .. xn): the target's exact probability of sampling them after `context`} (processed p)."""
+    if n <= 0:
+        return {(): 1.0}
+    with torch.no_grad():
+        p = process_logits(hf.forward(target, torch.tensor(context)).logits[-1].float(), sampling).double()
+    p = p / p.sum()  # float64 from here, so that the law sums to 1 up to float64 rounding
+    out = {}
+    for x in p.nonzero().flatten().tolist():
+        for rest, v in target_sequences(target, sampling, context + [x], n - 1).items():
+            out[(x,) + rest] = float(p[x]) * v
+    return out
+
+
+def sequence_gap(law, want):
+    return max(abs(law.get(y, 0.0) - want.get(y, 0.0)) for y in set(law) | set(want))
+
+
+class TokenCache:
+    """PathDrafter's cache: the token each fed position read, in the order they were fed."""
+
+    def __init__(self):
+        self.tokens = []
+
+    def __len__(self):
+        return len(self.tokens)
+
+    def crop(self, n):
+        del self.tokens[n:]
+
+
+class PathDrafter:
+    """A stand-in feature drafter (chapter 07's FeatureDrafter protocol) for the deep-tree law. Its q is
+    the target's own distribution after the text the drafter has read, sharpened (temperature 0.35) and
+    without the text's first token (no position reads it): close enough to p that nodes three deep get
+    verified, different enough that they are also rejected, and confident enough that some trees grow
+    three deep while others stop early. A position's "feature" is that text, written as token
+    ids in a row of floats; its cache keeps the token each position read, and a tree row reads the
+    committed positions and its ancestors through the mask, as a drafter's attention does."""
+
+    feature_layers = (-1,)
+    width = 32  # the longest text a feature row holds
+    temperature = 0.35
+
+    def __init__(self, target):
+        self.target, self.vocab = target, hf.vocab_size(target)
+
+    def fuse(self, hidden):
+        return hidden[-1]  # the target's features: only their number matters here
+
+    def new_cache(self, capacity=None):
+        return TokenCache()
+
+    def __call__(self, feats, ahead, positions, cache=None, mask=None):
+        start = len(cache)
+        cache.tokens += ahead.tolist()
+        rows = torch.zeros(len(ahead), self.width)
+        for r in range(len(ahead)):
+            if mask is None:  # the committed text, causally
+                read = cache.tokens[: start + r + 1]
+            else:  # the committed positions and the node's ancestors, in the order they were fed
+                read = [t for t, seen in zip(cache.tokens, mask[r].tolist()) if seen]
+            rows[r, : len(read)] = torch.tensor(read, dtype=torch.float32) + 1
+        return rows
+
+    def logits(self, h):
+        rows = h.reshape(-1, self.width)
+        out = torch.stack([
+            hf.forward(self.target, (row[row > 0] - 1).long()).logits[-1].float() / self.temperature for row in rows
+        ])  # fmt: skip
+        return out.reshape(*h.shape[:-1], self.vocab)
+
+
+class DrawnBelowTheRoot:
+    """EAGLE-2 broken only below the root: the root's slots are ranked before their draws, as they must
+    be, but every deeper node's slots are drawn first and scored by their drawn tokens' own confidence,
+    so that the frontier and the re-rank at depth >= 2 keep the confident draws."""
+
+    def propose(self, tokens, max_depth):
+        self.nodes_seen = 0
+        return super().propose(tokens, max_depth)
+
+    def siblings(self, logits):
+        self.nodes_seen += 1
+        exact = super().siblings(logits)
+        if self.nodes_seen == 1 or exact.q is None:
+            return exact
+        return DrawnSiblings(exact.q.log(), exact.q, self.top_k, self.generator)
+
+
+DEEP = SamplingParams(1.0, top_k=3)  # three tokens per draw keep the enumeration of a depth-3 tree small
+
+
+def test_deep_trees_are_exact_and_a_re_rank_of_deep_draws_is_caught(tiny, monkeypatch):
+    """EAGLE-2's tree (EAGLE-3 grows the same one: Eagle3Proposer only names its drafter) three levels
+    deep: 3 slots per node, a frontier of 3 chosen among 9 nodes, 4 of up to 21 recorded nodes kept;
+    trees three deep, trees whose third level lost the re-rank, and trees stopped early are all among
+    the enumerated rounds. The law of the first 3 tokens is exactly the target's (one round enumerated,
+    the rest completed by the target), and the variant that ranks the drawn tokens below the root, which
+    no depth-1 tree shows, is caught."""
+    from specdec_lib.eagle2 import Eagle2Proposer
+
+    target, _ = tiny
+    want = target_sequences(target, DEEP, [1, 2, 3], 3)
+    base = Eagle2Proposer(PathDrafter(target), total_tokens=4, depth=3, top_k=3)
+    rounds = set()  # (depth, drafter passes) of every first round
+
+    def make():
+        prop = copy.copy(base)
+        propose = prop.propose
+
+        def recorded(tokens, max_depth):
+            passes = prop.forwards
+            tree = propose(tokens, max_depth)
+            rounds.add((int(tree.depth().max()), prop.forwards - passes))
+            return tree
+
+        prop.propose = recorded
+        return prop
+
+    law = one_round_law(target, make, DEEP, 3, 4, monkeypatch)
+    assert abs(sum(law.values()) - 1) < 1e-9
+    assert sequence_gap(law, want) < EXACT, "EAGLE-2's deep tree is lossy"
+    assert {(3, 3), (2, 3), (2, 2)} <= rounds, f"(depth, drafter passes) of the trees: {sorted(rounds)}"
+
+    # The broken variant draws every slot below the root before ranking them: too many draws to enumerate
+    # in the tree above, so it runs in a smaller one (2 slots per node, 3 of the 6 nodes kept, depth 2),
+    # where the exact rule is exact too.
+    small = copy.copy(base)
+    small.top_k, small.total_tokens, small.depth = 2, 3, 2
+    want = target_sequences(target, DEEP, [1, 2, 3], 2)
+    assert (
+        sequence_gap(one_round_law(target, lambda: copy.copy(small), DEEP, 2, 3, monkeypatch), want) < EXACT
+    )
+    broken = copy.copy(small)
+    broken.__class__ = type("Broken", (DrawnBelowTheRoot, Eagle2Proposer), {})
+    gap = sequence_gap(one_round_law(target, lambda: copy.copy(broken), DEEP, 2, 3, monkeypatch), want)
+    assert gap > 10 * EXACT, f"the deep-tree check missed a re-rank of deep draws (gap {gap:.1e})"
 
 
 # ------------------------------------------------------------------------------ the contract's teeth

@@ -210,8 +210,11 @@ def test_make_nbval_runs_the_notebooks_as_on_a_gpu_runtime():
     import subprocess
     import sys
 
+    import run_notebooks
+
     makefile = (Path(__file__).parents[1] / "Makefile").read_text()
-    assert "tests/fake_cuda" in makefile.split("\nnbval:")[1].split("\n\n")[0]
+    assert "tests/run_notebooks.py" in makefile.split("\nnbval:")[1].split("\n\n")[0]
+    assert str(Path(__file__).parent / "fake_cuda") in run_notebooks.ENV["PYTHONPATH"].split(os.pathsep)
     out = subprocess.run(
         [sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
         env={**os.environ, "PYTHONPATH": str(Path(__file__).parent / "fake_cuda")},
