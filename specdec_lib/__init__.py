@@ -2,8 +2,8 @@
 
 Generated from notebooks (edit the notebook, then `make export`):
     autoregressive  chapter 01  sampling controls, KV-cached decoding, forward-pass cost
-    speculative     chapter 02  the decoding engine (prefill, verify_round, commit), DraftTree, Verdict,
-                                greedy verification, DraftModelProposer
+    speculative     chapter 02  the decoding engine `decode` (prefill, verify_round, commit), DraftTree,
+                                Verdict, greedy verification, DraftModelProposer
     rejection       chapter 03  speculative sampling: acceptance, residual, chain verification
     trees           chapter 04  draft trees: ancestor mask, tree drafting, multi-branch verification
     medusa          chapter 05  Medusa heads, the Medusa tree, typical acceptance (lossy, opt-in)
@@ -24,8 +24,9 @@ transformers adapter, and the target runners: `hf.Runner`, transformers' growing
 Every public name of these modules (each generated module's `__all__`) is also `specdec_lib.NAME`,
 imported on first use (the table `_EXPORTS` below).
 
-`specdec_lib.generate` is the one public entry point: the chapter-02 engine with the verifier chosen
-for you (greedy matching at temperature 0, lossless rejection sampling otherwise).
+`specdec_lib.generate` is the one public entry point: the chapter-02 engine (`speculative.decode`) with
+the verifier chosen for you (greedy matching at temperature 0, lossless rejection sampling otherwise),
+or the rule you pass as `verify`.
 """
 
 from __future__ import annotations
@@ -83,20 +84,19 @@ _EXPORTS = {
     "methods": "make_proposer register METHODS",
     "zoo": "load_pair heldout_prompts",
 }
-# Names this file defines itself win over the table: `generate` is chapter 02's engine with the verifier
-# chosen for you (below), not `speculative.generate`.
-_OWN = frozenset({"generate"})
+# `generate` (below) is this file's own and no chapter exports that name: chapter 02's engine is
+# `decode` (tests/test_engine_api.py checks that no chapter brings back a second `generate`).
 
 
-def _lazy_names(exports: dict[str, str], own=_OWN) -> dict[str, str]:
-    """{name: module} for every exported name, leaving out `own` and any name that two modules export:
+def _lazy_names(exports: dict[str, str]) -> dict[str, str]:
+    """{name: module} for every exported name, leaving out any name that two modules export:
     `specdec_lib.NAME` would have to pick one silently, so such a name is imported from its module.
     (No name is exported twice today; the test in tests/test_engine_api.py lists any that appears.)"""
     owners: dict[str, list[str]] = {}
     for module, names in exports.items():
         for name in names.split():
             owners.setdefault(name, []).append(module)
-    return {name: mods[0] for name, mods in owners.items() if len(mods) == 1 and name not in own}
+    return {name: mods[0] for name, mods in owners.items() if len(mods) == 1}
 
 
 _NAMES = _lazy_names(_EXPORTS)
@@ -125,21 +125,26 @@ def generate(
     top_p: float | None = None,
     seed: int | None = None,
     eos_token_id: int | None = None,
+    verify=None,
     on_round=None,
     timed: bool = False,
     compile: bool = False,
 ):
     """Decode `max_new_tokens` after `prompt_ids` with `target`, drafting with `proposer` (None: plain).
 
-    Lossless: greedy output equals plain greedy decoding token for token, and sampled output follows
-    the target's distribution after temperature / top-k / top-p. Returns `.tokens` and `.stats`.
+    The chapter-02 engine (`speculative.decode`) with its verification rule. verify=None picks the
+    lossless one for the sampling parameters: greedy matching at temperature 0, otherwise rejection
+    sampling (chapter 03's for a chain, chapter 04's for a tree). Then greedy output equals plain greedy
+    decoding token for token, and sampled output follows the target's distribution after temperature /
+    top-k / top-p. A rule passed as `verify(tree, p, generator)` is used as is, and is lossless only if
+    the rule is: Medusa's `typical_verifier()` (chapter 05) is not. Returns `.tokens` and `.stats`.
     `target` is a model, or a runner over it: `hf.StaticRunner(model, capacity)` preallocates its cache.
     timed=True waits for a GPU at every step, so that the per-step times in `.stats` are exact.
     compile=True runs the target's passes compiled (`hf.CompiledRunner`): the same tokens, after a
     one-time compilation per pass shape (tens of seconds on a CPU; see chapter 12).
     """
     from specdec_lib import hf
-    from specdec_lib.speculative import generate as engine
+    from specdec_lib.speculative import decode
 
     if compile:
         if isinstance(target, hf.Runner) and not isinstance(target, hf.CompiledRunner):
@@ -150,8 +155,9 @@ def generate(
         needed = torch.as_tensor(prompt_ids).numel() + max_new_tokens + 65
         target = hf.runner(target, max(512, 1 << (needed - 1).bit_length()), compiled=True)
 
-    verify = None if temperature == 0 else _verify_sampled
-    return engine(
+    if verify is None and temperature != 0:  # at T = 0 the engine's own default: greedy matching
+        verify = _verify_sampled
+    return decode(
         target,
         prompt_ids,
         max_new_tokens,

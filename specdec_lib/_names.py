@@ -29,7 +29,7 @@ EXPORTS = {
         "prefill",
         "verify_round",
         "commit",
-        "generate",
+        "decode",
     ],
     "rejection": [
         "acceptance_probability",

@@ -261,7 +261,7 @@ class MedusaProposer(Proposer):
 # %% notebooks/05_medusa.ipynb [c044]
 def typical_verifier(epsilon: float = 0.09, delta: float = 0.3):
     """Medusa's *typical acceptance* -- LOSSY, opt-in. Returns a `verify(tree, p, generator)` for the
-    engine (`specdec_lib.speculative.generate(..., verify=typical_verifier())`).
+    engine: `specdec_lib.generate(..., verify=typical_verifier())`, never its default.
 
     A node with token x is accepted if its parent's processed target distribution P gives
     P(x) > min(epsilon, delta * exp(-H(P))), and its parent was accepted; the deepest accepted node wins

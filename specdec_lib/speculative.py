@@ -16,7 +16,7 @@ __all__ = [
     "prefill",
     "verify_round",
     "commit",
-    "generate",
+    "decode",
 ]
 
 
@@ -412,7 +412,9 @@ def check_verifier(verify, sampling: SamplingParams):
     if verify is not None:
         return verify
     if not sampling.greedy:
-        raise ValueError("sampling needs a rejection-sampling verifier: use specdec_lib.generate")
+        raise ValueError(
+            "sampling needs a rejection-sampling verifier: use specdec_lib.generate, or pass a verify rule"
+        )
     return verify_greedy
 
 
@@ -496,7 +498,7 @@ def commit(target, cache, tokens: torch.Tensor, verdict: Verdict) -> torch.Tenso
 
 
 @torch.inference_mode()
-def generate(
+def decode(
     target,
     prompt_ids,
     max_new_tokens: int,
@@ -513,8 +515,10 @@ def generate(
     """The decoding engine: prefill, then rounds of propose -> verify in ONE target pass -> commit.
 
     The committed sequence always ends in a *pending* token, committed but not yet in the target's
-    KV cache; it is the root of the next proposal. `verify(tree, p, generator)` returns the accepted
-    node path and the target's next token; greedy by default (chapter 03 adds rejection sampling).
+    KV cache; it is the root of the next proposal. The engine runs whatever `verify(tree, p, generator)`
+    rule it is given: it returns the accepted node path and the target's next token. Greedy matching by
+    default; sampling needs a rule (chapter 03's rejection sampling), and `specdec_lib.generate` is this
+    engine with the lossless rule picked for the sampling parameters.
     proposer=None is plain autoregressive decoding: every round verifies just the root.
     `target` is a model (transformers' growing cache) or an `hf.Runner`, e.g. `hf.StaticRunner(model)`.
     on_round(tokens, verdict, cache), if given, is called after every round (tests, figures).

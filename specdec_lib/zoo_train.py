@@ -299,12 +299,14 @@ HEADS = {  # name: (config, peak learning rate)
 
 
 def train_heads(name: str, seed: int, steps: int = 484, minutes: float = 30, batch: int = 8, length: int = 256,
-                max_batches: int | None = 4000, batches=None, kinds=None, data: dict | None = None):  # fmt: skip
+                max_batches: int | None = 4000, batches=None, kinds=None, data: dict | None = None,
+                val_batches: int = 40):  # fmt: skip
     """Medusa heads (chapter 05) and both MTP variants (chapter 06) on the frozen target, each by its
     chapter's train_* on the same batches: AdamW, a 20-step warm-up and a cosine to 10% over `steps`
     steps (or `minutes`, whichever runs out first). The batches: `batches`, or the first of `max_batches`
     shuffled ones of the training split. kinds: which of the three to train (default: all; each one's
-    seeded initial weights are the same either way); data: the text's summary for the cards."""
+    seeded initial weights are the same either way); data: the text's summary for the cards;
+    val_batches: how many validation batches measure each head's accuracy (fewer: a smoke test)."""
     from specdec_lib.medusa import MedusaHeads, head_accuracy, train_medusa
     from specdec_lib.mtp import IndependentMTP, SequentialMTP, depth_accuracy, train_mtp
 
@@ -318,7 +320,7 @@ def train_heads(name: str, seed: int, steps: int = 484, minutes: float = 30, bat
     models = {k: build[k](target, **config) for k, (config, _) in HEADS.items()}
     if batches is None:
         batches = zoo.token_batches(tok, "train", batch, length, max_batches, seed=seed)
-    val = zoo.token_batches(tok, "validation", batch, length, max_batches=40, seed=seed)
+    val = zoo.token_batches(tok, "validation", batch, length, max_batches=val_batches, seed=seed)
     for k, m in models.items():
         if kinds is not None and k not in kinds:
             continue
@@ -339,7 +341,7 @@ def train_heads(name: str, seed: int, steps: int = 484, minutes: float = 30, bat
         card = {
             **head,
             "seed": seed,
-            "validation_tokens_per_depth": "40 batches of 8x256 validation tokens, teacher-forced",
+            "validation_tokens_per_depth": f"{len(val)} batches of {batch}x{length} validation tokens, teacher-forced",
             "validation_accuracy": accuracy,
             **(
                 {
@@ -489,9 +491,7 @@ def eagle_snapshot_eval(drafter, target, texts, prompts, eos: int | None = None)
         calibration_records(drafter, target, seqs, starts, temperatures=TEMPERATURE_GRID)
     )
     runs = [
-        spec.generate(
-            target, p, 64, Eagle2Proposer(drafter, 16, greedy_temperature=t), eos_token_id=eos
-        ).stats
+        spec.decode(target, p, 64, Eagle2Proposer(drafter, 16, greedy_temperature=t), eos_token_id=eos).stats
         for p in prompts
     ]
     pooled = spec.Stats.pool(runs)
@@ -786,7 +786,7 @@ def dflash_taus(drafter, target, texts, starts, blocks=(4, 8, 16)) -> dict:
 
     taus = {}
     for B in blocks:
-        pooled = spec.Stats.pool([spec.generate(target, s[:st], 64, DFlashProposer(drafter, B)).stats
+        pooled = spec.Stats.pool([spec.decode(target, s[:st], 64, DFlashProposer(drafter, B)).stats
                                   for s, st in zip(texts, starts)])  # fmt: skip
         taus[str(B)] = {"tau": round(pooled.tau, 4),
                         "acceptance_by_position": [round(float(x), 4) if x == x else None
@@ -967,7 +967,7 @@ def train_dflash2_stage(name: str, seed: int, steps: dict | None = None, minutes
     ablation = {}
     for v, drafter in variants.items():
         recall = selector_recall(drafter, target, val, block_size, 16, torch.Generator().manual_seed(1))
-        pooled = spec.Stats.pool([spec.generate(target, s[:st], 64, DFlash2Proposer(drafter, block_size)).stats
+        pooled = spec.Stats.pool([spec.decode(target, s[:st], 64, DFlash2Proposer(drafter, block_size)).stats
                                   for s, st in zip(texts, starts)])  # fmt: skip
         ablation[v] = {"tau": round(pooled.tau, 4),
                        "acceptance_by_position": [round(float(x), 4) if x == x else None  # nan: never reached
@@ -975,7 +975,7 @@ def train_dflash2_stage(name: str, seed: int, steps: dict | None = None, minutes
                        **{k: [round(x, 4) for x in r.tolist()] for k, r in recall.items()}}  # fmt: skip
         log(f"dflash2 {v}: tau {ablation[v]['tau']}, top-1 recall {ablation[v]['top1'][:8]}")
     for v in ("dflash", "mixing"):
-        oracle = [spec.generate(target, s[:st], 64, OracleProposer(variants[v], block_size, s.tolist())).stats
+        oracle = [spec.decode(target, s[:st], 64, OracleProposer(variants[v], block_size, s.tolist())).stats
                   for s, st in zip(texts, starts)]  # fmt: skip
         key = "oracle" if v == "dflash" else "oracle_mixing"
         ablation[key] = {"tau": round(spec.Stats.pool(oracle).tau, 4)}

@@ -29,12 +29,41 @@ def pair():
 
 
 # ------------------------------------------------------------------------------- the named steps
-def test_the_generate_loop_is_short_and_made_of_the_named_steps():
-    src = inspect.getsource(speculative.generate)
+def test_the_decode_loop_is_short_and_made_of_the_named_steps():
+    src = inspect.getsource(speculative.decode)
     body = src[src.index('"""', src.index('"""') + 3) + 3 :].strip().splitlines()
     assert len(body) <= 32, f"the engine's loop grew to {len(body)} lines"  # 32 with the runner seam
     for step in ("prefill(", "verify_round(", "commit(", "proposer.update(tokens, verdict)", "stats.record("):
         assert step in src
+
+
+def test_one_generate_picks_the_lossless_rule_or_runs_the_given_one(pair):
+    """`specdec_lib.generate` is chapter 02's engine (`speculative.decode`) with verify=None the lossless
+    rule for the sampling parameters, and a rule passed in used as is, greedy or sampled. The engine on its
+    own refuses sampling without a rule: chapter 02 has no lossless sampled rule yet."""
+    target, draft = pair
+    with pytest.raises(ValueError, match="use specdec_lib.generate, or pass a verify rule"):
+        speculative.decode(target, PROMPT, 4, temperature=1.0)
+    calls = []
+
+    def spy(rule):
+        def verify(tree, p, generator=None):
+            calls.append(rule.__name__)
+            return rule(tree, p, generator)
+
+        return verify
+
+    chain = sd.DraftModelProposer(draft, 3)
+    greedy = sd.generate(target, PROMPT, 12, chain, verify=spy(verify_greedy))
+    assert calls and set(calls) == {"verify_greedy"} and greedy.tokens == generate_ar(target, PROMPT, 12)
+    calls.clear()
+    sampled = {"temperature": 1.0, "seed": 0}
+    default = sd.generate(target, PROMPT, 12, chain, **sampled)
+    given = sd.generate(target, PROMPT, 12, chain, **sampled, verify=spy(sd.verify_chain))
+    assert calls and set(calls) == {"verify_chain"}
+    engine = speculative.decode(target, PROMPT, 12, chain, **sampled, verify=sd.verify_chain)
+    # a chain's lossless rule is verify_chain: with the same seed, the same draws and the same tokens
+    assert given.tokens == default.tokens == engine.tokens
 
 
 def test_one_round_by_hand_equals_the_engine(pair):
@@ -275,8 +304,9 @@ def generated_exports() -> dict[str, list[str]]:
 
 def test_every_public_name_of_every_chapter_is_a_lazy_package_name():
     """`specdec_lib._EXPORTS` is each generated module's `__all__`, in chapter order: a new public name
-    (or a new chapter module) cannot be forgotten. Every name resolves to its module's object, except
-    the package's own `generate` and any name two modules export (there is none)."""
+    (or a new chapter module) cannot be forgotten. Every name resolves to its module's object: no name is
+    exported by two modules, and no chapter exports `generate` (chapter 02's engine is `decode`; the
+    package's own `generate` is the one public `generate`)."""
     exports = generated_exports()
     table = {m: names.split() for m, names in sd._EXPORTS.items()}
     stale = {m: names for m, names in exports.items() if table.get(m) != names}
@@ -297,7 +327,8 @@ def test_every_public_name_of_every_chapter_is_a_lazy_package_name():
     assert not twice, (
         f"exported by two modules, so left out of specdec_lib.NAME (say so in __init__): {twice}"
     )
-    assert set(owners) - set(sd._NAMES) == {"generate"} and sd.generate.__module__ == "specdec_lib"
+    assert "generate" not in owners, "a chapter exports a second `generate` (chapter 02's engine is `decode`)"
+    assert set(owners) == set(sd._NAMES) and sd.generate.__module__ == "specdec_lib"
     modules = {p.stem for p in PKG.iterdir()}
     for name, module in sd._NAMES.items():
         assert name not in modules, f"{name} is also a submodule's name"

@@ -22,7 +22,7 @@ from specdec_lib.mtp import (
     independent_mtp_loss,
     sequential_mtp_loss,
 )
-from specdec_lib.speculative import generate
+from specdec_lib.speculative import decode
 
 PROMPTS = [[1, 2, 3], [5, 9], [7, 7, 7, 7, 0, 3, 9], [15, 14, 13, 12, 11]]
 
@@ -202,9 +202,9 @@ def test_bad_arguments_raise(target):
         typical_verifier(epsilon=0)
     other = tiny_model(vocab=24, seed=4)
     with pytest.raises(ValueError, match="vocabularies"):
-        generate(other, [1, 2, 3], 4, MedusaProposer(heads, [(0,)]))
+        decode(other, [1, 2, 3], 4, MedusaProposer(heads, [(0,)]))
     with pytest.raises(ValueError, match="vocabularies"):
-        generate(other, [1, 2, 3], 4, MTPProposer(SequentialMTP(target, 1)))
+        decode(other, [1, 2, 3], 4, MTPProposer(SequentialMTP(target, 1)))
 
 
 # --------------------------------------------------------------------------------- losslessness
@@ -214,7 +214,7 @@ def test_greedy_equals_autoregressive(target, name):
     accepted = 0
     for prompt in PROMPTS:
         for n in (1, 2, 7, 20):
-            out = generate(target, prompt, n, make())
+            out = decode(target, prompt, n, make())
             assert out.tokens == generate_ar(target, torch.tensor(prompt), n), (prompt, n)
             accepted += sum(out.stats.accepted)
     assert accepted > 10  # the test exercised accepted drafts, not only rejections
@@ -248,7 +248,7 @@ def test_mtp_caches_match_teacher_forcing(target, name):
         checked.append(len(tokens))
 
     for prompt in PROMPTS[:3]:
-        generate(target, prompt, 16, prop, on_round=check)
+        decode(target, prompt, 16, prop, on_round=check)
     assert len(checked) > 6
 
 
@@ -287,7 +287,7 @@ def test_typical_acceptance_is_lossy_and_the_lossless_rule_is_not(monkeypatch):
 def test_typical_acceptance_at_temperature_zero_is_greedy(target):
     make = proposers(target)["medusa"]
     for prompt in PROMPTS:
-        out = generate(target, prompt, 12, make(), verify=typical_verifier())
+        out = decode(target, prompt, 12, make(), verify=typical_verifier())
         assert out.tokens == generate_ar(target, torch.tensor(prompt), 12)
 
 
@@ -322,7 +322,7 @@ def test_zoo_heads_load_and_decode_losslessly(zoo_target):
         ids = torch.tensor(tok.encode(prompt))
         ref = generate_ar(target, ids, 48)
         for name, prop in made.items():
-            out = generate(target, ids, 48, prop)
+            out = decode(target, ids, 48, prop)
             assert out.tokens == ref, name
             new[name] += out.stats.new_tokens
             passes[name] += out.stats.target_forwards

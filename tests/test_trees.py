@@ -16,7 +16,7 @@ from conftest import ExactLaw, continuation_logits, split_tables, tiny_model
 from specdec_lib import hf, trees
 from specdec_lib.autoregressive import SamplingParams, generate_ar, process_logits
 from specdec_lib.rejection import residual
-from specdec_lib.speculative import DraftTree, generate
+from specdec_lib.speculative import DraftTree, decode
 from specdec_lib.trees import TreeDraftProposer, ancestor_mask, draw_children, tree_from_paths, verify_tree
 
 PROMPTS = [[1, 2, 3], [5], [7, 7, 7, 7, 0, 3, 9], [15, 14, 13, 12, 11]]
@@ -118,7 +118,7 @@ def test_bad_arguments_raise(tiny_pair):
     with pytest.raises(ValueError, match="mode"):
         TreeDraftProposer(draft, (2,), mode="beam")
     with pytest.raises(ValueError, match="vocabularies"):
-        generate(target, [1, 2], 5, TreeDraftProposer(tiny_model(vocab=20, seed=3)))
+        decode(target, [1, 2], 5, TreeDraftProposer(tiny_model(vocab=20, seed=3)))
 
 
 def test_max_depth_is_respected(tiny_pair):
@@ -134,7 +134,7 @@ def test_max_depth_is_respected(tiny_pair):
             assert len(tree) == size and int(tree.depth().max()) == min(depth, 3)
             assert proposer.forwards - before == min(depth, 3)  # one pass per level (the first: the prompt)
     for n in (1, 2, 3, 5):
-        out = generate(target, PROMPTS[2], n, TreeDraftProposer(draft, (2, 2, 2, 2)))
+        out = decode(target, PROMPTS[2], n, TreeDraftProposer(draft, (2, 2, 2, 2)))
         assert out.tokens == generate_ar(target, PROMPTS[2], n)
         assert all(d <= n - 1 for d in out.stats.drafted)
 
@@ -148,10 +148,10 @@ def test_greedy_tree_decoding_equals_autoregressive(tiny_pair, branching):
     modes = ["topk", "sample"] if branching == (3, 2, 1) else ["topk"]  # at T = 0 every mode takes the top k
     for mode in modes:
         for prompt in PROMPTS:
-            out = generate(target, prompt, 30, TreeDraftProposer(draft, branching, mode))
+            out = decode(target, prompt, 30, TreeDraftProposer(draft, branching, mode))
             assert out.tokens == generate_ar(target, prompt, 30)
             assert sum(out.stats.accepted) + len(out.stats.accepted) == 30
-    perfect = generate(target, PROMPTS[0], 30, TreeDraftProposer(target, branching)).stats
+    perfect = decode(target, PROMPTS[0], 30, TreeDraftProposer(target, branching)).stats
     assert perfect.accepted[:-1] == perfect.drafted[:-1]  # the target as its own draft: all accepted
 
 
@@ -167,7 +167,7 @@ def test_draft_passes_see_the_right_context(tiny_pair):
             seen.append((tokens.clone(), tree))
             return tree
 
-    generate(target, PROMPTS[2], 40, Recording(target, (3, 2, 2)))
+    decode(target, PROMPTS[2], 40, Recording(target, (3, 2, 2)))
     for tokens, tree in seen:
         kids = tree.children()
         for node, children in kids.items():
@@ -200,7 +200,7 @@ def test_caches_after_every_round_equal_a_fresh_prefill(noisy_pair, mode):
 
     kwargs = {} if mode == "topk" else {"temperature": 1.0, "seed": 0, "verify": verify_tree}
     for prompt in PROMPTS:
-        out = generate(target, prompt, 30, proposer, on_round=check, **kwargs)
+        out = decode(target, prompt, 30, proposer, on_round=check, **kwargs)
         if mode == "topk":
             assert out.tokens == generate_ar(target, prompt, 30)
     assert any(any(p) for p in paths), "no round accepted a non-first child: the gather went untested"
@@ -394,7 +394,7 @@ def test_each_sibling_records_the_distribution_it_was_drawn_from(noisy_pair, mod
             seen.append((tokens.clone(), tree))
             return tree
 
-    generate(
+    decode(
         target, PROMPTS[2], 20, Recording(draft, (3, 2), mode), 0.8, None, 0.95, seed=0, verify=verify_tree
     )
     for tokens, tree in seen:
@@ -571,9 +571,9 @@ def test_kseq_in_the_engine(tiny_pair):
     target, draft = tiny_pair
     for ids in PROMPTS[:2]:
         want = generate_ar(target, torch.tensor(ids), 12)
-        out = generate(target, ids, 12, TreeDraftProposer(draft, (3, 2)), verify=trees.verify_tree_kseq)
+        out = decode(target, ids, 12, TreeDraftProposer(draft, (3, 2)), verify=trees.verify_tree_kseq)
         assert out.tokens == want
-    out = generate(
+    out = decode(
         target,
         PROMPTS[2],
         16,

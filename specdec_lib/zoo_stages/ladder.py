@@ -162,17 +162,26 @@ def train_eagle3_ladder(name: str = "tiny-code", seed: int = 0, minutes: float |
 
 
 def train_heads_ladder(kind: str, name: str = "tiny-code", seed: int = 0, minutes: float = 40,
-                       steps: int | None = None, ladder_prompts: int = 30):  # fmt: skip
+                       steps: int | None = None, ladder_prompts: int = 30, val_batches: int = 40):  # fmt: skip
     """Chapter 05's Medusa heads or one of chapter 06's MTP variants (`kind`, one of HEADS), by
     zoo_train.train_heads (its chapter's train_*, AdamW, a 20-step warm-up, a cosine to 10%) on the
     regenerated windows for BUDGETS[kind] tokens, or `minutes`; then the ladder's tau in its card.
-    steps, ladder_prompts: fewer (a smoke test)."""
+    steps, ladder_prompts, val_batches: fewer (a smoke test)."""
     from specdec_lib.zoo_train import train_heads
 
     if kind not in HEADS:
         raise ValueError(f"kind must be one of {HEADS}, got {kind!r}")
     steps, batches, data = ladder_text(name, kind, steps, seed)
-    train_heads(name, seed, steps=steps, minutes=minutes, batches=batches, kinds=(kind,), data=data)
+    train_heads(
+        name,
+        seed,
+        steps=steps,
+        minutes=minutes,
+        batches=batches,
+        kinds=(kind,),
+        data=data,
+        val_batches=val_batches,
+    )
     return finish_card(name, kind, kind, ladder_prompts)
 
 
