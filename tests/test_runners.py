@@ -204,7 +204,9 @@ class ForgetfulPadding(hf.CompiledRunner):
 def test_the_compiled_runner_pads_to_fixed_shapes_keeps_greedy_output_and_compiles_once():
     target, draft, tok = sd.load_pair("tiny-code", device="cpu")
     prompts = [torch.tensor(tok.encode(p))[-40:] for p in sd.heldout_prompts(2)]
-    runner = hf.CompiledRunner(target, capacity=128)
+    # the capacity generate(compile=True) picks for these requests: the graphs compiled here are the ones
+    # the compiled-drafting test below needs (torch keeps compiled graphs on disk, keyed by their shapes)
+    runner = hf.CompiledRunner(target, capacity=512)
     assert [runner.padded(n, 9) for n in (1, 2, 3, 4, 5, 6, 17, 18)] == [1, 2, 3, 5, 5, 9, 17, 33]
     assert runner.padded(7, 0) == 7  # the prefill runs eagerly, at its own length
     want = [generate_ar(target, p, 24) for p in prompts]
@@ -226,7 +228,7 @@ def test_the_compiled_runner_pads_to_fixed_shapes_keeps_greedy_output_and_compil
         assert run(runner, spec) == want and hf.compiled_graphs() == graphs, f"{spec} recompiled"
     with pytest.raises(AssertionError):  # a broken padding is caught: by the cache check or the tokens
         for prompt in prompts:
-            broken = ForgetfulPadding(target, capacity=128)
+            broken = ForgetfulPadding(target, capacity=512)
             out = sd.generate(broken, prompt, 24, sd.make_proposer("chain:3", target, draft),
                               on_round=check_target_cache(broken))  # fmt: skip
             assert out.tokens == generate_ar(target, prompt, 24)

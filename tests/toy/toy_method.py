@@ -2,10 +2,9 @@
 and the zoo trainer to know it (tests/test_registry.py loads it as a pytest plugin: `-p toy_method`).
 
 It guesses that the text repeats: each drafted token is drawn from q = the processed distribution of
-logits that favour the token before it (greedy: k copies of the pending token). TOY_LIE=1 makes it
-report q shifted by one token id, the slip the contract's exact sampling law must catch."""
-
-import os
+logits that favour the token before it (greedy: k copies of the pending token). Its lying twin, "toy-liar",
+reports q shifted by one token id: the slip the contract's exact sampling law must catch (and only it).
+tests/test_registry.py runs the contract test on both in one go."""
 
 import torch
 
@@ -13,10 +12,10 @@ from specdec_lib import hf, methods
 from specdec_lib.autoregressive import process_logits, sample_token
 from specdec_lib.speculative import DraftTree, Proposer
 
-LIE = os.environ.get("TOY_LIE") == "1"
-
 
 class RepeatProposer(Proposer):
+    lie = False
+
     def __init__(self, k: int):
         self.k = k
 
@@ -37,7 +36,7 @@ class RepeatProposer(Proposer):
             drafted.append(before)
             qs.append(q)
         q = None if self.sampling.greedy else torch.stack(qs)
-        if q is not None and LIE:
+        if q is not None and self.lie:
             q = q.roll(1, -1)
         self.forwards += 1
         return DraftTree.chain(tokens.new_tensor(drafted), q)
@@ -57,4 +56,18 @@ methods.register(
     fresh_draft=fresh_repeat,
     example="toy:2",
     bench=("toy:2",),
+)
+
+
+class LyingRepeatProposer(RepeatProposer):
+    lie = True
+
+
+methods.register(
+    "toy-liar",
+    lambda arg, target, draft, weights: LyingRepeatProposer(int(arg or 2)),
+    chapter=12,
+    summary="the toy's lying twin: the right tokens, q shifted by one token id",
+    fresh_draft=fresh_repeat,
+    example="toy-liar:2",
 )
