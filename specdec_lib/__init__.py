@@ -34,24 +34,11 @@ from __future__ import annotations
 import ast as _ast
 from pathlib import Path as _Path
 
+# The supported transformers and its check: a module of their own (importing nothing of specdec_lib), which hf
+# imports too; here they are checked against the installed release and kept as package names.
+from specdec_lib._supported import SUPPORTED_TRANSFORMERS, check_transformers_version  # noqa: F401
+
 __version__ = "0.1.0"
-SUPPORTED_TRANSFORMERS = ">=4.56,<6"  # pinned 5.23.0 in requirements.txt; all internals go through hf.py
-
-
-def check_transformers_version(version: str | None) -> None:
-    """Refuse an unsupported (or missing) transformers with the fix, instead of an obscure error later
-    (e.g. an old transformers on a Colab runtime)."""
-    if version is not None:  # (packaging comes with transformers)
-        from packaging.specifiers import SpecifierSet
-        from packaging.version import Version
-
-        if Version(version) in SpecifierSet(SUPPORTED_TRANSFORMERS):
-            return
-    found = "no transformers" if version is None else f"transformers {version}"
-    raise ImportError(
-        f"specdec_lib supports transformers {SUPPORTED_TRANSFORMERS}, but this environment has {found}. "
-        f"Install a supported one: pip install 'transformers{SUPPORTED_TRANSFORMERS}' (then restart the kernel)."
-    )
 
 
 def _installed_transformers() -> str | None:

@@ -81,6 +81,7 @@ import specdec_lib as sd
 from specdec_lib import hf, zoo
 from specdec_lib.autoregressive import generate_ar
 from specdec_lib.methods import bench_defaults
+from specdec_lib.reports import report_stem  # the reports' names (chapter 12's load_report reads them too)
 from specdec_lib.speculative import Clock
 
 PEERS = ("hf", "hf-assisted", "hf-lookup", "hf-static")
@@ -514,11 +515,6 @@ def _parting(target, prompt, a, b):
     return {"position": i, "eager": a[i], "compiled": b[i], "logit_gap": float(logits[a[i]] - logits[b[i]])}
 
 
-def report_stem(preset: str) -> str:
-    """The report's file name without suffix: bench for the tiny zoo, bench-PRESET for another preset."""
-    return "bench" if preset == "tiny-code" else f"bench-{preset}"
-
-
 def run(args) -> bool:
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -539,7 +535,7 @@ def run(args) -> bool:
     (out / f"{stem}.json").write_text(json.dumps(report, indent=1) + "\n")
     (out / f"{stem}.md").write_text(markdown(report))
     written = [out / f"{stem}.json", out / f"{stem}.md"]
-    try:
+    try:  # the figure is chapter 12's (which imports nothing of the harness: one direction only)
         from specdec_lib.recap import plot_benchmark
 
         plot_benchmark(report).savefig(out / f"{stem}.png", dpi=110, bbox_inches="tight")

@@ -220,9 +220,12 @@ def train_dflash(drafter, target, batches, seconds: float, block_size: int | Non
 
 def load_dflash(target, preset: str = "tiny-code"):
     """The zoo's trained DFlash drafter for `target`, and its card."""
-    from specdec_lib.zoo import load_trained
+    from specdec_lib.zoo import load_weights
 
-    return load_trained("dflash", target, lambda config, _: DFlashDrafter(target, **config), preset)
+    state, card = load_weights("dflash", preset, hf.device_of(target))
+    drafter = DFlashDrafter(target, **card["config"])  # the card's config: the constructor's arguments
+    drafter.load_state_dict(state)
+    return drafter.eval(), card
 
 
 # %% notebooks/10_dflash.ipynb [e10-024]

@@ -130,11 +130,14 @@ EAGLE_VARIANTS = {
 def load_eagle(target, variant: str = "eagle", preset: str = "tiny-code"):
     """The zoo's trained drafter for `target` and its card: "eagle" (token + feature, regression + 0.1 CE),
     or an ablation: "eagle-feature-only" (no shifted token) or "eagle-regression-only" (no CE term)."""
-    from specdec_lib.zoo import load_trained
+    from specdec_lib.zoo import load_weights
 
     if variant not in EAGLE_VARIANTS:
         raise ValueError(f"variant must be one of {tuple(EAGLE_VARIANTS)}, got {variant!r}")
-    return load_trained(variant, target, lambda config, _: EagleDrafter(target, **config), preset)
+    state, card = load_weights(variant, preset, hf.device_of(target))
+    drafter = EagleDrafter(target, **card["config"])  # the card's config: the constructor's arguments
+    drafter.load_state_dict(state)
+    return drafter.eval(), card
 
 
 # %% notebooks/07_eagle.ipynb [e7-020]

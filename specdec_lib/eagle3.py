@@ -284,11 +284,12 @@ def train_eagle3(drafter, target, batches, seconds: float, steps: int = 6, lr: f
 
 def load_eagle3(target, preset: str = "tiny-code"):
     """The zoo's trained EAGLE-3 drafter for `target` and its card (the experiments' numbers are in it)."""
-    from specdec_lib.zoo import load_trained
+    from specdec_lib.zoo import load_weights
 
-    return load_trained(
-        "eagle3", target, lambda config, state: Eagle3Drafter(target, state["d2t"], **config), preset
-    )
+    state, card = load_weights("eagle3", preset, hf.device_of(target))
+    drafter = Eagle3Drafter(target, state["d2t"], **card["config"])  # its vocabulary map is in the state
+    drafter.load_state_dict(state)
+    return drafter.eval(), card
 
 
 # %% notebooks/09_eagle3.ipynb [e9-025b]

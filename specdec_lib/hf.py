@@ -16,10 +16,10 @@ from types import SimpleNamespace
 import torch
 import transformers
 
-# The supported range and its check live in the package's __init__ (`import specdec_lib` checks the installed
-# release); here the check runs again on the module actually imported, which differs when a notebook
+# The supported range and its check live in specdec_lib._supported (`import specdec_lib` checks the installed
+# release with it); here the check runs again on the module actually imported, which differs when a notebook
 # upgraded transformers after importing it (e.g. on Colab, before a restart).
-from specdec_lib import SUPPORTED_TRANSFORMERS, check_transformers_version  # noqa: F401 (re-exported)
+from specdec_lib._supported import SUPPORTED_TRANSFORMERS, check_transformers_version  # noqa: F401 (re-exported)
 
 # Before anything else is imported from transformers: an old release fails here, with the fix.
 check_transformers_version(transformers.__version__)

@@ -298,6 +298,9 @@ def typical_verifier(epsilon: float = 0.09, delta: float = 0.3):
 def load_medusa(target, preset: str = "tiny-code"):
     """The zoo's Medusa heads for `target` (trained longer by `python -m specdec_lib.zoo_train`) and
     their card, which records the measured per-head accuracies the tree is built from."""
-    from specdec_lib.zoo import load_trained
+    from specdec_lib.zoo import load_weights
 
-    return load_trained("medusa", target, lambda config, _: MedusaHeads.for_target(target, **config), preset)
+    state, card = load_weights("medusa", preset, hf.device_of(target))
+    heads = MedusaHeads.for_target(target, **card["config"])  # the card's config: the constructor's arguments
+    heads.load_state_dict(state)
+    return heads.eval(), card

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
-from specdec_lib import contract, hf
+from specdec_lib import contract, hf, zoo
 
 WEIGHTS = ("zoo", "random")
 
@@ -161,7 +161,15 @@ def make_proposer(
     method = METHODS[name]
     if method.needs_draft and draft is None:
         raise ValueError(f"method {name!r} needs a draft model: make_proposer({spec!r}, target, draft)")
-    proposer = method.build(arg, target, draft, weights)
+    try:
+        proposer = method.build(arg, target, draft, weights)
+    except zoo.ZooUnavailableError as e:  # missing weights: name the stage that trains them
+        stage = _stage_of(e.weights)
+        if stage is None:  # not missing weights (an unavailable preset), or weights no method names
+            raise
+        raise zoo.ZooUnavailableError(
+            f"{e}; {e.weights!r} is trained by `python -m specdec_lib.zoo_train --stage {stage}`", e.weights
+        ) from e
     if static_caches is not None:
         if isinstance(static_caches, bool) or not isinstance(static_caches, int) or static_caches < 1:
             raise ValueError(f"static_caches is a number of positions (an int >= 1), got {static_caches!r}")
@@ -171,6 +179,13 @@ def make_proposer(
     if compile:
         _compile_drafting(proposer, name)
     return proposer
+
+
+def _stage_of(weights: str | None) -> str | None:
+    """The `zoo_train` stage that trains the zoo's `weights` (None: no registered method loads them). The
+    registry is where that is known, so the zoo's own error for missing weights (the zoo imports no method)
+    gets its stage here."""
+    return next((st for st, names in zoo_stages().items() if weights in names), None)
 
 
 COMPILED_CALLS = ("forward", "logits")  # a feature drafter's per-level calls
@@ -196,8 +211,6 @@ _LOADED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def _zoo_module(target, name: str, load: Callable):
     """`load(target, preset)` -> (module, card), once per target and name: the weights trained for the
     preset `target` was loaded from (zoo.preset_of; a model from elsewhere: the tiny zoo's)."""
-    from specdec_lib import zoo
-
     per_target = _LOADED.setdefault(target, {})
     if name not in per_target:
         per_target[name] = load(target, zoo.preset_of(target) or "tiny-code")

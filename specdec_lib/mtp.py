@@ -248,9 +248,11 @@ class MTPProposer(Proposer):
 # %% notebooks/06_mtp.ipynb [c049]
 def load_mtp(target, kind: str = "sequential", preset: str = "tiny-code"):
     """The zoo's trained MTP heads ("independent") or modules ("sequential") for `target`, and their card."""
-    from specdec_lib.zoo import load_trained
+    from specdec_lib.zoo import load_weights
 
     if kind not in ("independent", "sequential"):
         raise ValueError(f"kind must be 'independent' or 'sequential', got {kind!r}")
-    cls = IndependentMTP if kind == "independent" else SequentialMTP
-    return load_trained(f"mtp-{kind}", target, lambda config, _: cls(target, **config), preset)
+    state, card = load_weights(f"mtp-{kind}", preset, hf.device_of(target))
+    mtp = (IndependentMTP if kind == "independent" else SequentialMTP)(target, **card["config"])
+    mtp.load_state_dict(state)
+    return mtp.eval(), card

@@ -15,20 +15,15 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from specdec_lib import hf
+from specdec_lib import reports
 
 
 # %% notebooks/12_recap_benchmark.ipynb [e12-031]
 def load_report(path=None, preset: str = "tiny-code") -> dict:
     """A committed benchmark report: the tiny zoo's (`python -m specdec_lib.bench --out book/data`), another
     preset's (book/data/bench-PRESET.json, from `--preset PRESET`), or the one at `path`."""
-    from specdec_lib.bench import report_stem  # the harness names the files
-
-    root = Path(hf.__file__).resolve().parents[1]  # the repository (specdec_lib's parent)
-    if path is None:
-        path = root / "book" / "data" / f"{report_stem(preset)}.json"
-        if not path.exists():  # an installed package (pip, the student build) carries a copy
-            path = Path(hf.__file__).parent / "data" / "reports" / path.name
+    if path is None:  # the repository's copy, else an installed package's (pip, the student build)
+        path = reports.report_path(reports.report_stem(preset))
     return json.loads(Path(path).read_text())
 
 

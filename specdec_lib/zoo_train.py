@@ -28,7 +28,7 @@ runs of at most ``--minutes`` (``zoo_stages.eagle3_real``); repeat the command u
 
 The proposer stages are the ones the registry names (``methods.register(..., zoo_stage=...)``). Each has a
 step budget that reproduces the shipped weights and a time cap; a card's ``config`` is exactly its
-constructor's keyword arguments (``zoo.load_trained`` rebuilds the module from it). Every model folder gets a
+constructor's keyword arguments (the chapter's ``load_*`` rebuilds the module from it). Every model folder gets a
 ``card.json``: corpus rule, steps, tokens seen, wall time, validation numbers, the loss curve.
 """
 

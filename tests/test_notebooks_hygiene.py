@@ -27,6 +27,7 @@ SUPPORT_MODULES = {
     "hf",
     "checks",
     "bench",
+    "reports",
     "methods",
     "_export",
     "grade",
