@@ -25,7 +25,7 @@ from specdec_lib import hf
 from specdec_lib.autoregressive import check_int, process_logits, sample_token
 from specdec_lib.eagle3 import target_inputs
 from specdec_lib.layers import Block, DrafterCaches, KVCache, RMSNorm
-from specdec_lib.speculative import DraftTree, Proposer
+from specdec_lib.speculative import DraftTree, Proposer, check_vocab
 from specdec_lib.training import train_on_frozen_target
 
 
@@ -253,7 +253,7 @@ class DFlashProposer(Proposer):
         self.cache_capacity = None  # preallocated drafter caches for that many positions (make_proposer)
 
     def start(self, target, prompt_ids, sampling, generator, features):
-        self.check_vocab("DFlash drafter", self.drafter.vocab, target)
+        check_vocab("DFlash drafter", self.drafter.vocab, target)
         self.sampling, self.generator = sampling, generator
         self.caches = [self.drafter.new_cache(self.cache_capacity) for _ in self.drafter.layers]
         self.unfed = self.drafter.context(features)  # context not yet in the caches: positions 0 .. n - 1

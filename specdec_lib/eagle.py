@@ -27,7 +27,7 @@ from torch import nn
 from specdec_lib import hf
 from specdec_lib.autoregressive import process_logits
 from specdec_lib.layers import Block, DrafterCaches, KVCache
-from specdec_lib.speculative import DraftTree, Proposer, ancestor_mask
+from specdec_lib.speculative import DraftTree, Proposer, ancestor_mask, check_vocab
 from specdec_lib.training import train_on_frozen_target
 from specdec_lib.trees import SIBLING_MODES, draw_children
 
@@ -252,7 +252,7 @@ class FeatureTreeProposer(Proposer):
         self.cache_capacity = None  # preallocated drafter caches for that many positions (make_proposer)
 
     def start(self, target, prompt_ids, sampling, generator, features):
-        self.check_vocab("EAGLE drafter", self.drafter.vocab, target)
+        check_vocab("EAGLE drafter", self.drafter.vocab, target)
         self.sampling, self.generator = sampling, generator
         # positions 0 .. n - 1 with the target's features (plus the tree, briefly), from the drafter
         self.cache = self.drafter.new_cache(self.cache_capacity)

@@ -23,7 +23,7 @@ from torch import nn
 
 from specdec_lib import hf
 from specdec_lib.autoregressive import process_logits
-from specdec_lib.speculative import DraftTree, Proposer
+from specdec_lib.speculative import DraftTree, Proposer, check_vocab
 from specdec_lib.training import train_on_frozen_target
 from specdec_lib.trees import draw_children
 
@@ -222,7 +222,7 @@ class MedusaProposer(Proposer):
         ]
 
     def start(self, target, prompt_ids, sampling, generator, features):
-        self.check_vocab("Medusa heads", self.heads.vocab, target)
+        check_vocab("Medusa heads", self.heads.vocab, target)
         self.sampling, self.generator = sampling, generator
         prefix = features[-1]  # [len(prompt) - 1, d]: empty for a 1-token prompt, so nothing to draft from
         self.h = prefix[-1] if len(prefix) else None

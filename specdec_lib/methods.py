@@ -51,6 +51,8 @@ class Method:
     bench: tuple[str, ...] = ()  # the specs `python -m specdec_lib.bench` runs by default
     modes: tuple[str, ...] = ()  # suffixes "+MODE" naming its other modes; the contract test runs each
     law_example: str | None = None  # a spec small enough to enumerate every random draw (None: example)
+    branches: bool = False  # its trees have siblings, drawn together from one distribution when sampling
+    reranks: bool = False  # it grows a dynamic tree and keeps its best nodes (EAGLE-2's re-rank)
 
     @property
     def examples(self) -> tuple[str, ...]:
@@ -83,6 +85,8 @@ def register(
     bench: tuple[str, ...] = (),
     modes: tuple[str, ...] = (),
     law_example: str | None = None,
+    branches: bool = False,
+    reranks: bool = False,
 ) -> Method:
     """Add a method (or replace one of the same name) and return its entry.
 
@@ -91,13 +95,17 @@ def register(
     and zoo_stage: the zoo weights it loads and the zoo_train stage that trains them (both or neither);
     bench: the specs the benchmark runs by default (none: only when asked); modes: the "+MODE" suffixes
     its specs accept (e.g. "topk" for "eagle2:16+topk"), each covered by the contract test; law_example: a
-    smaller spec for the exact enumeration of the sampling law (default: example)."""
+    smaller spec for the exact enumeration of the sampling law (default: example); branches: its trees
+    have siblings (the contract checks their q is conditioned on the elder siblings); reranks: it keeps
+    the best of a grown tree's nodes (the contract checks that a re-rank of the drawn tokens is caught)."""
     if not name or ":" in name:
         raise ValueError(f"a method name is a non-empty word without ':', got {name!r}")
     if not callable(build) or not callable(fresh_draft):
         raise ValueError(f"{name}: build and fresh_draft must be callables")
     if (zoo_weights is None) != (zoo_stage is None):
         raise ValueError(f"{name}: zoo weights need the zoo_train stage that trains them, and only they")
+    if reranks and not branches:
+        raise ValueError(f"{name}: a re-ranked tree has siblings (branches=True)")
     if law_example is not None and law_example.partition(":")[0] != name:
         raise ValueError(f"{name}: its law_example must be its own spec, got {law_example!r}")
     bench = tuple(bench)
@@ -116,6 +124,8 @@ def register(
         bench,
         tuple(modes),
         law_example,
+        branches,
+        reranks,
     )
     return METHODS[name]
 
@@ -410,6 +420,7 @@ register(
     bench=("tree:3-2-1",),
     modes=("topk",),
     law_example="tree:2-1",
+    branches=True,
 )
 register(
     "medusa",
@@ -424,6 +435,7 @@ register(
     bench=("medusa:16",),
     modes=("topk",),
     law_example="medusa:4",
+    branches=True,
 )
 register(
     "mtp-independent",
@@ -458,6 +470,7 @@ register(
     bench=("eagle:16",),
     modes=("topk",),
     law_example="eagle:4",
+    branches=True,
 )
 register(
     "eagle2",
@@ -473,6 +486,8 @@ register(
     bench=("eagle2:16", "eagle2:16+topk"),
     modes=("topk",),
     law_example="eagle2:3-2",
+    branches=True,
+    reranks=True,
 )
 register(
     "eagle3",
@@ -487,6 +502,8 @@ register(
     bench=("eagle3:16", "eagle3:12-4", "eagle3:16+topk"),
     modes=("topk",),
     law_example="eagle3:3-2",
+    branches=True,
+    reranks=True,
 )
 register(
     "dflash",

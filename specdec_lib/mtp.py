@@ -22,7 +22,7 @@ from torch import nn
 from specdec_lib import hf
 from specdec_lib.autoregressive import process_logits, sample_token
 from specdec_lib.layers import Block, DrafterCaches, RMSNorm
-from specdec_lib.speculative import DraftTree, Proposer
+from specdec_lib.speculative import DraftTree, Proposer, check_vocab
 from specdec_lib.training import train_on_frozen_target
 
 
@@ -202,7 +202,7 @@ class MTPProposer(Proposer):
 
     def start(self, target, prompt_ids, sampling, generator, features):
         vocab = self.mtp.target_parts.lm_head.weight.shape[0]
-        self.check_vocab("MTP heads", vocab, target)
+        check_vocab("MTP heads", vocab, target)
         self.sampling, self.generator = sampling, generator
         n_blocks = self.mtp.depth if self.sequential else self.mtp.num_heads
         self.caches = [self.mtp.new_cache(self.cache_capacity) for _ in range(n_blocks)]

@@ -8,7 +8,9 @@ __all__ = [
     "Stats",
     "Generation",
     "Proposer",
+    "check_vocab",
     "DraftModelProposer",
+    "Verifier",
     "verify_greedy",
     "Clock",
     "check_verifier",
@@ -24,6 +26,7 @@ __all__ = [
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Protocol
 
 import torch
 
@@ -264,10 +267,11 @@ class Generation:
 
 
 # %% notebooks/02_draft_and_verify.ipynb [c013]
-class Proposer:
+class Proposer(Protocol):
     """The one thing each method changes (defined in chapter 02): each round it drafts a `DraftTree`.
     This docstring is the whole contract the engine relies on; tests/test_contract.py checks every
-    registered method against it, and `check_proposer` what can be checked before a generation.
+    registered method against it, and `check_proposer` what can be checked before a generation. A
+    Protocol: a proposer subclasses it (and takes the defaults below) or just has the same members.
 
     Attributes the engine reads:
     - `feature_layers`, a tuple of ints: the target hidden states the proposer wants (chapter 05 on), in
@@ -312,14 +316,14 @@ class Proposer:
         """After a round: positions from `verdict.root` and `verdict.accepted`, features from
         `verdict.features` (the target's hidden states at the root and the accepted nodes)."""
 
-    @staticmethod
-    def check_vocab(what: str, vocab: int, target) -> None:
-        """Every proposer's first check in `start`: it must speak the target's vocabulary (one tokenizer)."""
-        if vocab != hf.vocab_size(target):
-            raise ValueError(
-                f"{what} and target vocabularies differ ({vocab} vs {hf.vocab_size(target)}): "
-                "they must share one tokenizer"
-            )
+
+def check_vocab(what: str, vocab: int, target) -> None:
+    """Every proposer's first check in `start`: it must speak the target's vocabulary (one tokenizer)."""
+    if vocab != hf.vocab_size(target):
+        raise ValueError(
+            f"{what} and target vocabularies differ ({vocab} vs {hf.vocab_size(target)}): "
+            "they must share one tokenizer"
+        )
 
 
 # %% notebooks/02_draft_and_verify.ipynb [c015]
@@ -334,7 +338,7 @@ class DraftModelProposer(Proposer):
         self.compiled = False  # compiled draft passes (make_proposer(..., compile=True))
 
     def start(self, target, prompt_ids, sampling, generator, features):
-        self.check_vocab("draft", hf.vocab_size(self.draft), target)
+        check_vocab("draft", hf.vocab_size(self.draft), target)
         self.sampling, self.generator = sampling, generator
         # The draft is reached through a runner too (hf.Runner; preallocated: hf.StaticRunner).
         self.runner = hf.runner(self.draft, self.cache_capacity, self.compiled)
@@ -366,6 +370,16 @@ class DraftModelProposer(Proposer):
 
 
 # %% notebooks/02_draft_and_verify.ipynb [c019]
+class Verifier(Protocol):
+    """A verification rule, the engine's other argument: `verify(tree, p, generator)` with p [1 + N, V]
+    the target's processed distributions (row 0 after the root, row 1 + i after node i) returns the
+    accepted node indices, root to leaf, and the target's next token after them. Lossless: greedy
+    matching at T = 0 (below); when sampling, chapter 03's rejection rule for chains and chapter 04's
+    for trees, which draw with `generator` only."""
+
+    def __call__(self, tree: DraftTree, p: torch.Tensor, generator=None) -> tuple[list[int], int]: ...
+
+
 def verify_greedy(tree: DraftTree, p: torch.Tensor, generator=None) -> tuple[list[int], int]:
     """Greedy verification: follow the children whose token is the target's argmax.
 
@@ -508,7 +522,7 @@ def decode(
     top_p: float | None = None,
     seed: int | None = None,
     eos_token_id: int | None = None,
-    verify=None,
+    verify: Verifier | None = None,
     on_round=None,
     timed: bool = False,
 ) -> Generation:

@@ -21,7 +21,7 @@ import torch
 from specdec_lib import hf
 from specdec_lib.autoregressive import is_integer, process_logits, sample_token
 from specdec_lib.rejection import point_mass, residual
-from specdec_lib.speculative import DraftTree, Proposer, ancestor_mask
+from specdec_lib.speculative import DraftTree, Proposer, ancestor_mask, check_vocab
 
 
 # %% notebooks/04_draft_trees.ipynb [c008]
@@ -137,7 +137,7 @@ class TreeDraftProposer(Proposer):
         self.compiled = False  # compiled draft passes (make_proposer(..., compile=True))
 
     def start(self, target, prompt_ids, sampling, generator, features):
-        self.check_vocab("draft", hf.vocab_size(self.draft), target)
+        check_vocab("draft", hf.vocab_size(self.draft), target)
         self.sampling, self.generator = sampling, generator
         self.runner = hf.runner(self.draft, self.cache_capacity, self.compiled)  # chapter 02's, on the draft
         self.cache = self.runner.new_cache()  # committed tokens, plus this round's tree while drafting

@@ -36,6 +36,8 @@ from specdec_lib.speculative import DraftTree, Proposer
 
 SPECS = [spec for m in methods.METHODS.values() for spec in m.examples]  # every mode of every method
 LAW_SPECS = [spec for m in methods.METHODS.values() for spec in m.law_examples]  # small enough to enumerate
+BRANCHING = [m.law_examples[0] for m in methods.METHODS.values() if m.branches]  # trees with siblings
+RERANKING = [m.name for m in methods.METHODS.values() if m.reranks]  # dynamic trees that keep their best
 
 
 # The fresh, teacher-forced references live in the registry: `methods.METHODS[name].fresh_draft`, one of
@@ -433,7 +435,7 @@ class UnconditionedSiblings(LyingProposer):
         return DraftTree(tree.tokens, tree.parents, q)
 
 
-@pytest.mark.parametrize("spec", ["tree:2-1", "medusa:4", "eagle:4", "eagle2:3-2", "eagle3:3-2"])
+@pytest.mark.parametrize("spec", BRANCHING)
 def test_siblings_q_must_be_conditioned_on_the_earlier_siblings(spec, tiny, monkeypatch):
     target, draft = tiny
     sampling, max_new = SAMPLINGS["T=1"]
@@ -459,7 +461,7 @@ class DrawnSiblings:
         return self.drawn[j]
 
 
-@pytest.mark.parametrize("spec", ["eagle2", "eagle3"])
+@pytest.mark.parametrize("spec", RERANKING)
 def test_sample_then_rerank_is_caught_and_slot_ranking_is_exact(spec, tiny, monkeypatch):
     """EAGLE-2's tree (EAGLE-3 grows the same one) with 3 child slots per node and a budget of 2 nodes:
     the re-rank drops one. Ranking the slots by what is known before the draw is exact; ranking the

@@ -9,9 +9,8 @@ import pytest
 import torch
 
 import specdec_lib as sd
-import specdec_lib.zoo_train as zoo_train
 from specdec_lib import bench, zoo
-from specdec_lib.zoo_stages import ladder
+from specdec_lib.zoo_stages import common, ladder
 
 
 def _digest(path):
@@ -42,8 +41,9 @@ def _stand_in_text(monkeypatch, tok, windows=24):
         [torch.tensor(tok.encode(p))[-40:] for p in zoo.heldout_prompts(2, split="validation")],
         [24, 24],
     )
-    monkeypatch.setattr(zoo_train, "regenerated_windows", regenerated)
-    monkeypatch.setattr(zoo_train, "validation_greedy_texts", lambda target, tok: texts)
+    # patched where they live: every stage calls them through the module common (common.regenerated_windows)
+    monkeypatch.setattr(common, "regenerated_windows", regenerated)
+    monkeypatch.setattr(common, "validation_greedy_texts", lambda target, tok: texts)
     return asked, texts
 
 
@@ -76,7 +76,7 @@ def test_the_eagle3_stage_runs_chapter_09s_experiment_and_resumes_where_a_run_st
 
     checkpoints = lambda: list((tmp_path / "resumed" / "cache" / "checkpoints").glob("*/*.pt"))  # noqa: E731
     _scratch_zoo(monkeypatch, tmp_path / "resumed")
-    calls, at_budgets = [], zoo_train.at_budgets
+    calls, at_budgets = [], common.at_budgets
 
     def counted(*a, stop_at=None, **kw):
         calls.append(1)
@@ -84,12 +84,12 @@ def test_the_eagle3_stage_runs_chapter_09s_experiment_and_resumes_where_a_run_st
             raise KeyboardInterrupt
         return at_budgets(*a, **kw)
 
-    monkeypatch.setattr(zoo_train, "at_budgets", lambda *a, **kw: counted(*a, stop_at=3, **kw))
+    monkeypatch.setattr(common, "at_budgets", lambda *a, **kw: counted(*a, stop_at=3, **kw))
     with pytest.raises(KeyboardInterrupt):
         ladder.train_eagle3_ladder(ladder_prompts=1, minutes=None)
     assert len(checkpoints()) == 2  # two drafters done before the interrupt
     calls.clear()
-    monkeypatch.setattr(zoo_train, "at_budgets", counted)
+    monkeypatch.setattr(common, "at_budgets", counted)
     resumed = ladder.train_eagle3_ladder(ladder_prompts=1, minutes=None)
     assert len(calls) == 2  # the resumed run trained only the two drafters left
     assert resumed["experiments"]["results"] == exp["results"]

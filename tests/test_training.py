@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from specdec_lib.training import Constant, Cosine, WarmupStableDecay, adamw, train_on_frozen_target
-from specdec_lib.zoo_train import at_budgets
+from specdec_lib.zoo_stages.common import at_budgets
 
 
 def test_schedules_start_at_the_peak_and_end_at_their_floor():
@@ -74,7 +74,7 @@ def test_every_budget_of_one_branched_run_is_the_run_that_stops_there():
 
 
 def test_pretraining_runs_on_the_same_loop_and_records_where_it_stopped():
-    from specdec_lib.zoo_train import llama, pretrain
+    from specdec_lib.zoo_stages.base import llama, pretrain
 
     torch.manual_seed(0)
     model = llama(vocab=64, d=32, layers=1, heads=2, inter=64, ctx=16, eos=0)

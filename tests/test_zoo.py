@@ -263,14 +263,14 @@ def test_regenerated_windows_are_the_targets_own_continuations(tmp_path, monkeyp
     """Chapter 10's self-distillation data: each window keeps a corpus prompt, then the frozen target's
     own tokens, greedy in even batches (exactly plain greedy decoding of that prompt) and drawn at T = 1 in
     odd ones; seeded, cached, and its statistics see the greedy text as the target's top-1 everywhere."""
-    from specdec_lib import zoo_train
     from specdec_lib.autoregressive import generate_ar
+    from specdec_lib.zoo_stages import common
 
     monkeypatch.setenv("SPECDEC_CACHE_DIR", str(tmp_path))
     kw = dict(count=4, seed=3, length=48, batch=2, prompt_tokens=(8, 16))
-    windows, summary = zoo_train.regenerated_windows("tiny-code", "validation", **kw)
+    windows, summary = common.regenerated_windows("tiny-code", "validation", **kw)
     assert windows.shape == (4, 48) and summary["windows"] == 4
-    target, tok = zoo_train.frozen_target("tiny-code")
+    target, tok = common.frozen_target("tiny-code")
     corpus = torch.cat(zoo.token_batches(tok, "validation", 2, 48, max_batches=2, seed=3))
     starts = [P for P in summary["prompt_lengths"] for _ in range(2)]  # one P per batch of 2
     for i, (row, P) in enumerate(zip(windows, starts)):
@@ -280,5 +280,5 @@ def test_regenerated_windows_are_the_targets_own_continuations(tmp_path, monkeyp
     assert summary["generated_tokens"] == sum(48 - p for p in starts)
     assert summary["statistics"]["greedy"]["target_top1"] == 1.0
     assert summary["statistics"]["sampled_t1"]["target_top1"] < 1.0
-    again, _ = zoo_train.regenerated_windows("tiny-code", "validation", **kw)  # from the cache
+    again, _ = common.regenerated_windows("tiny-code", "validation", **kw)  # from the cache
     assert torch.equal(again, windows) and len(list(tmp_path.iterdir())) == 1

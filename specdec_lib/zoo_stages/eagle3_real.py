@@ -18,7 +18,7 @@ import torch
 
 from specdec_lib import hf, zoo
 from specdec_lib.training import WarmupStableDecay, adamw
-from specdec_lib.zoo_stages import chat_data
+from specdec_lib.zoo_stages import chat_data, common
 
 RECIPE = {  # the shipped drafter's recipe: what a resumed run must match
     "steps": 1000,  # ~1.2 epochs of the 12 chunks' text; ~50 min at ~20 steps a minute on 2 cores
@@ -115,22 +115,17 @@ def tokens_of(name: str, chunks: list[int]) -> int:
 
 
 def finish(name, target, tok, drafter, counts, recipe, history, seconds, chunks) -> dict:
-    """Measure the trained drafter as every EAGLE-3 card does (zoo_train.eagle_snapshot_eval on 30 validation
-    instructions), write its weights and card into the zoo, and fit its sampled slots (chapter 08)."""
+    """Measure the trained drafter as every EAGLE-3 card does (zoo_stages.eagle.eagle_snapshot_eval on 30
+    validation instructions), write its weights and card into the zoo, and fit its sampled slots (chapter 08)."""
     from specdec_lib.eagle3 import train_eagle3
-    from specdec_lib.zoo_train import (
-        calibrate_sampled_slots,
-        card_of,
-        eagle_snapshot_eval,
-        validation_greedy_texts,
-    )
+    from specdec_lib.zoo_stages.eagle import calibrate_sampled_slots, eagle_snapshot_eval
 
     # The drafter this one replaces, for the card: what more data and cached features bought.
     before = zoo.model_card(name, "eagle3") if zoo.has_weights("eagle3", name) else None
-    texts = validation_greedy_texts(target, tok)
+    texts = common.validation_greedy_texts(target, tok)
     res = eagle_snapshot_eval(drafter, target, texts, [s[:st] for s, st in zip(*texts)], eos=tok.eos_token_id)
     data = chat_data.summary(name, chunks)
-    card = card_of(
+    card = common.card_of(
         name, "eagle3", drafter, {"feature_layers": list(drafter.feature_layers)}, train_eagle3, history,
         recipe["batch"], recipe["length"], time.time(), loss="as the tiny-code eagle3 card's: 0.8^s-weighted soft "
         f"CE over the draft vocabulary, training-time test, {recipe['ttt_steps']} steps",

@@ -4,8 +4,8 @@ Until now each drafter learned from what its stage happened to use: DFlash from 
 text, EAGLE, EAGLE-3, Medusa and the MTP heads from the corpus, each for its own number of steps. A ranking
 of the methods then mixes the method with its data. The ladder's recipe is one for all:
 
-- the text: ``zoo_train.regenerated_windows`` (the frozen target's own continuations of training-split
-  cuts, half greedy and half drawn at T = 1), the windows DFlash already learns from;
+- the text: ``zoo_stages.common.regenerated_windows`` (the frozen target's own continuations of
+  training-split cuts, half greedy and half drawn at T = 1), the windows DFlash already learns from;
 - the budget: a stated number of tokens seen per drafter (``BUDGETS``), in windows of 8 x 256;
 - the held-out measure: ``ladder_tau``, each method's greedy and T = 1 tau on the same validation prompts,
   decoded by the engine (the number a learner's decode gets, not a teacher-forced proxy).
@@ -26,6 +26,7 @@ import torch
 import specdec_lib as sd
 from specdec_lib import zoo
 from specdec_lib.training import Cosine
+from specdec_lib.zoo_stages import common
 
 BATCH, LENGTH = 8, 256
 BUDGETS = {  # drafter: tokens seen (steps x 8 x 256), about 2 epochs of the 6144 regenerated windows
@@ -65,11 +66,9 @@ def ladder_tau(spec: str, name: str = "tiny-code", prompts: int = 30, new_tokens
 def regenerated_batches(name: str, steps: int, seed: int) -> tuple[list[torch.Tensor], dict]:
     """`steps` batches [8, 256] of the regenerated windows in seeded shuffled epochs, and the windows'
     summary (their recipe) for the card."""
-    from specdec_lib.zoo_train import regenerated_windows, shuffled_batches
-
-    windows, summary = regenerated_windows(name, "train", seed=0)  # DFlash's: generated once, cached
+    windows, summary = common.regenerated_windows(name, "train", seed=0)  # DFlash's: generated once, cached
     epochs = math.ceil(steps * BATCH / len(windows))
-    return shuffled_batches(windows, BATCH, epochs, seed)[:steps], summary
+    return common.shuffled_batches(windows, BATCH, epochs, seed)[:steps], summary
 
 
 def ladder_text(name: str, kind: str, steps: int | None, seed: int) -> tuple[int, list[torch.Tensor], dict]:
@@ -110,9 +109,9 @@ def train_eagle_ladder(name: str = "tiny-code", seed: int = 0, minutes: float = 
     by the ladder). texts (the target's greedy validation texts), val_batches, ladder_prompts and steps
     (fewer than the budget's): smaller for a smoke test."""
     from specdec_lib.eagle import EAGLE_VARIANTS, EagleDrafter, train_eagle
-    from specdec_lib.zoo_train import calibrate_eagle, eagle_card, frozen_target, validation_greedy_texts
+    from specdec_lib.zoo_stages.eagle import calibrate_eagle, eagle_card
 
-    target, tok = frozen_target(name)
+    target, tok = common.frozen_target(name)
     torch.manual_seed(seed)
     config, w_cls = {"use_token": EAGLE_VARIANTS[variant]["use_token"]}, EAGLE_VARIANTS[variant]["w_cls"]
     drafter = EagleDrafter(target, **config)
@@ -130,7 +129,7 @@ def train_eagle_ladder(name: str = "tiny-code", seed: int = 0, minutes: float = 
         log_every=200,
     )
     val = zoo.token_batches(tok, "validation", BATCH, LENGTH, max_batches=val_batches, seed=seed)
-    texts = texts or validation_greedy_texts(target, tok)
+    texts = texts or common.validation_greedy_texts(target, tok)
     card = eagle_card(name, variant, drafter, target, config, w_cls, history, val, texts, t0, lr, seed)
     zoo.save_weights(drafter, variant, {**card, "data": data}, preset=name)
     if variant != "eagle":  # an ablation (chapter 07 compares the three): no calibration, no method spec
@@ -141,14 +140,15 @@ def train_eagle_ladder(name: str = "tiny-code", seed: int = 0, minutes: float = 
 
 def train_eagle3_ladder(name: str = "tiny-code", seed: int = 0, minutes: float | None = 40, steps: int | None = None,
                         ladder_prompts: int = 30):  # fmt: skip
-    """Chapter 09's EAGLE-3 stage (zoo_train.train_eagle3_stage: EAGLE-3, its two ablations and the scaling
-    experiment against an EAGLE trained alike) on the regenerated windows for BUDGETS["eagle3"] tokens, cut
-    into EAGLE3_UNITS units: the scaling points include half the budget (issue 51's data-scaling point).
+    """Chapter 09's EAGLE-3 stage (zoo_stages.eagle.train_eagle3_stage: EAGLE-3, its two ablations and the
+    scaling experiment against an EAGLE trained alike) on the regenerated windows for BUDGETS["eagle3"]
+    tokens, cut into EAGLE3_UNITS units: the scaling points include half the budget (issue 51's data-scaling
+    point).
     The draft vocabulary is the regenerated text's most frequent tokens. Then the ladder's tau in its card.
     steps, ladder_prompts: fewer (a smoke test; the units shrink with the steps). minutes: the run starts no
     new drafter after them (None: no cap) and returns None; run it again to go on (the whole stage is about
     70 minutes on 2 cores, each drafter at most about 30)."""
-    from specdec_lib.zoo_train import train_eagle3_stage
+    from specdec_lib.zoo_stages.eagle import train_eagle3_stage
 
     steps, batches, data = ladder_text(name, "eagle3", steps, seed)
     windows = torch.stack([w for b in batches for w in b])
@@ -164,10 +164,10 @@ def train_eagle3_ladder(name: str = "tiny-code", seed: int = 0, minutes: float |
 def train_heads_ladder(kind: str, name: str = "tiny-code", seed: int = 0, minutes: float = 40,
                        steps: int | None = None, ladder_prompts: int = 30, val_batches: int = 40):  # fmt: skip
     """Chapter 05's Medusa heads or one of chapter 06's MTP variants (`kind`, one of HEADS), by
-    zoo_train.train_heads (its chapter's train_*, AdamW, a 20-step warm-up, a cosine to 10%) on the
-    regenerated windows for BUDGETS[kind] tokens, or `minutes`; then the ladder's tau in its card.
+    zoo_stages.heads.train_heads (its chapter's train_*, AdamW, a 20-step warm-up, a cosine to 10%) on
+    the regenerated windows for BUDGETS[kind] tokens, or `minutes`; then the ladder's tau in its card.
     steps, ladder_prompts, val_batches: fewer (a smoke test)."""
-    from specdec_lib.zoo_train import train_heads
+    from specdec_lib.zoo_stages.heads import train_heads
 
     if kind not in HEADS:
         raise ValueError(f"kind must be one of {HEADS}, got {kind!r}")
@@ -196,9 +196,9 @@ def train_eagle_stage(name: str = "tiny-code", seed: int = 0, minutes: float = 4
     """`make zoo`'s EAGLE stage (chapters 07-08): the two ablations, then EAGLE itself (calibrated and
     measured by the ladder), each on the regenerated text for the same budget, or `steps` (a smoke test)."""
     from specdec_lib.eagle import EAGLE_VARIANTS
-    from specdec_lib.zoo_train import frozen_target, validation_greedy_texts
 
-    texts = validation_greedy_texts(*frozen_target(name))  # the same greedy texts for all three cards
+    # the same greedy texts for all three cards
+    texts = common.validation_greedy_texts(*common.frozen_target(name))
     for variant in sorted(EAGLE_VARIANTS, key=lambda v: v == "eagle"):  # EAGLE last: it calibrates
         card = train_eagle_ladder(name, seed, minutes, texts=texts, variant=variant, steps=steps)
     return card
