@@ -344,14 +344,12 @@ def test_deep_trees_are_exact_and_a_re_rank_of_deep_draws_is_caught(tiny, monkey
     # The broken variant draws every slot below the root before ranking them: too many draws to enumerate
     # in the tree above, so it runs in a smaller one (2 slots per node, 3 of the 6 nodes kept, depth 2),
     # where the exact rule is exact too.
-    small = copy.copy(base)
-    small.top_k, small.total_tokens, small.depth = 2, 3, 2
+    small = Eagle2Proposer(PathDrafter(target), total_tokens=3, depth=2, top_k=2)
     want = target_sequences(target, DEEP, [1, 2, 3], 2)
     assert (
         sequence_gap(one_round_law(target, lambda: copy.copy(small), DEEP, 2, 3, monkeypatch), want) < EXACT
     )
-    broken = copy.copy(small)
-    broken.__class__ = type("Broken", (DrawnBelowTheRoot, Eagle2Proposer), {})
+    broken = type("Broken", (DrawnBelowTheRoot, Eagle2Proposer), {})(PathDrafter(target), 3, 2, 2)
     gap = sequence_gap(one_round_law(target, lambda: copy.copy(broken), DEEP, 2, 3, monkeypatch), want)
     assert gap > 10 * EXACT, f"the deep-tree check missed a re-rank of deep draws (gap {gap:.1e})"
 
