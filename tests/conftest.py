@@ -9,8 +9,10 @@ import pytest
 import torch
 
 # The tests are the teacher's side: they import the reference solutions from the teacher's package, which
-# is not installed with specdec_lib (teacher/specdec_teacher).
+# is not installed with specdec_lib (teacher/specdec_teacher); and the course kit from the clone
+# (course/specdec_course, which `make venv` also installs in editable mode).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "teacher"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "course"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 torch.set_num_threads(1)  # tiny models: threading only adds overhead

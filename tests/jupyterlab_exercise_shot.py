@@ -33,8 +33,8 @@ def main(argv=None) -> int:
     from selenium.webdriver.common.by import By
 
     sys.path.insert(0, str(ROOT))
-    from specdec_lib.check_site import _browser
-    from specdec_lib.student import is_reference, solution_regions
+    from specdec_course.check_site import _browser
+    from specdec_course.student import is_reference, solution_regions
 
     ap = argparse.ArgumentParser()
     ap.add_argument("notebook", nargs="?", default="notebooks/03_rejection_sampling.ipynb")

@@ -366,7 +366,7 @@ def apply(name: str, repo: Path) -> None:
 
 def pytest_run(repo: Path, tests) -> tuple[set[str], dict[str, float], str]:
     """Run `tests` in `repo`: (failed node ids, seconds per test, the last line)."""
-    env = {**os.environ, "PYTHONPATH": str(repo), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "PYTHONPATH": f"{repo}{os.pathsep}{repo / 'course'}", "HF_HUB_OFFLINE": "1"}
     cmd = [sys.executable, "-m", "pytest", "-q", "-vv", "-rf", "-p", "no:cacheprovider", "--durations=0"]
     out = subprocess.run(cmd + list(tests), cwd=repo, capture_output=True, text=True, env=env).stdout
     failed = set(re.findall(r"^FAILED (.+?)(?: - .*)?$", out, re.M))

@@ -25,7 +25,7 @@ ENV = {
     "TRANSFORMERS_OFFLINE": "1",
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",
     "TRANSFORMERS_VERBOSITY": "error",
-    "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests' / 'fake_cuda'}",
+    "PYTHONPATH": os.pathsep.join(map(str, (ROOT, ROOT / "course", ROOT / "tests" / "fake_cuda"))),
 }
 
 

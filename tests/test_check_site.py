@@ -1,4 +1,4 @@
-"""The browser check of the built site (`make check-site`, specdec_lib/check_site.py).
+"""The browser check of the built site (`make check-site`, course/specdec_course/check_site.py).
 
 The judging and the local server are tested everywhere; the end-to-end test opens a small planted site in
 headless Chromium and runs only where Debian's chromium, chromedriver, selenium and the local MathJax copy
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from specdec_lib import check_site as cs
+from specdec_course import check_site as cs
 from specdec_lib._export import BRANCH, REPO_URL
 
 ROOT = Path(__file__).resolve().parents[1]

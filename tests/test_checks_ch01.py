@@ -3,7 +3,7 @@ and edge cases."""
 
 import torch
 
-from specdec_lib.checks import ch01
+from specdec_course.checks import ch01
 from specdec_teacher import ch01 as teacher
 
 

@@ -3,7 +3,7 @@ and edge cases."""
 
 import pytest
 
-from specdec_lib.checks import ch02
+from specdec_course.checks import ch02
 from specdec_teacher import ch02 as teacher
 
 

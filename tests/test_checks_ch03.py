@@ -1,7 +1,7 @@
 """Chapter 03's checkers beyond the shared contract in tests/test_checks_common.py: specific answers
 and edge cases."""
 
-from specdec_lib.checks import ch03
+from specdec_course.checks import ch03
 from specdec_teacher import ch03 as teacher
 
 

@@ -3,7 +3,7 @@ and edge cases."""
 
 import torch
 
-from specdec_lib.checks import ch05
+from specdec_course.checks import ch05
 from specdec_teacher import ch05 as teacher
 
 

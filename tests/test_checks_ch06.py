@@ -1,7 +1,7 @@
 """Chapter 06's checkers beyond the shared contract in tests/test_checks_common.py: specific answers
 and edge cases."""
 
-from specdec_lib.checks import ch06
+from specdec_course.checks import ch06
 from specdec_teacher import ch06 as teacher
 
 

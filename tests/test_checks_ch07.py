@@ -6,8 +6,8 @@ from pathlib import Path
 
 import torch
 
-from specdec_lib.checks import ch07
-from specdec_lib.checks._core import letter_of, lettered
+from specdec_course.checks import ch07
+from specdec_course.checks._core import letter_of, lettered
 from specdec_teacher import ch07 as teacher
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "07_eagle.ipynb"

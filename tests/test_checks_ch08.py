@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from specdec_lib.checks import ch08
+from specdec_course.checks import ch08
 from specdec_lib.eagle2 import rerank
 from specdec_teacher import ch08 as teacher
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import torch
 
-from specdec_lib.checks import ch09
+from specdec_course.checks import ch09
 from specdec_teacher import ch09 as teacher
 
 CARD = Path(__file__).resolve().parents[1] / "specdec_lib" / "models" / "tiny-code" / "eagle3" / "card.json"

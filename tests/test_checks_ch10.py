@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from specdec_lib.checks import ch10
+from specdec_course.checks import ch10
 from specdec_teacher import ch10 as teacher
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -2,7 +2,7 @@
 
 import torch
 
-from specdec_lib.checks import ch11
+from specdec_course.checks import ch11
 from specdec_lib.dflash2 import PathSelector, TwoTapMixer
 from specdec_teacher import ch11 as teacher
 

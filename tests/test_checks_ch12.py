@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from specdec_lib.checks import ch12
+from specdec_course.checks import ch12
 from specdec_lib.recap import load_report
 from specdec_teacher import ch12 as teacher
 

@@ -1,4 +1,4 @@
-"""The contract every exercise checker keeps, for every chapter's `specdec_lib/checks/chNN.py`:
+"""The contract every exercise checker keeps, for every chapter's `course/specdec_course/checks/chNN.py`:
 it returns (and prints) "correct" for the reference solution, "incorrect" with a hint for each plausible
 wrong solution, "not attempted" for an untouched stub or None, and never raises -- a crash or junk in
 the learner's function is "incorrect". The references and wrong solutions come from the teacher's package
@@ -12,10 +12,12 @@ import pkgutil
 import pytest
 import torch
 
-import specdec_lib.checks
+import specdec_course.checks
 import specdec_teacher
 
-MODULES = sorted(m.name for m in pkgutil.iter_modules(specdec_lib.checks.__path__) if m.name.startswith("ch"))
+MODULES = sorted(
+    m.name for m in pkgutil.iter_modules(specdec_course.checks.__path__) if m.name.startswith("ch")
+)
 
 
 def checkers(module):
@@ -26,7 +28,7 @@ def checkers(module):
 
 def function_cases():
     for mod in MODULES:
-        module = importlib.import_module(f"specdec_lib.checks.{mod}")
+        module = importlib.import_module(f"specdec_course.checks.{mod}")
         teacher = specdec_teacher.module(mod)
         for name in checkers(module):
             if callable(teacher.REFERENCE[name]):
@@ -46,7 +48,7 @@ def stub(*args, **kwargs):
 
 @pytest.mark.parametrize("mod", MODULES)
 def test_every_checker_has_a_reference_and_wrong_answers(mod):
-    module = importlib.import_module(f"specdec_lib.checks.{mod}")
+    module = importlib.import_module(f"specdec_course.checks.{mod}")
     teacher = specdec_teacher.module(mod)
     names = checkers(module)
     assert len(names) >= 3, "a chapter has at least three self-check exercises"
@@ -73,7 +75,7 @@ def test_on_the_hidden_cases_too(mod, name, capsys):
     """The graded check (`hidden_check`: other seeds, extra cases) agrees with the public one on every
     planted answer, value checkers included."""
     ref = specdec_teacher.module(mod).REFERENCE[name]
-    module = f"specdec_lib.checks.{mod}"
+    module = f"specdec_course.checks.{mod}"
     assert specdec_teacher.hidden_check(module, name, *specdec_teacher.reference_args(mod, name)) == "correct"
     for wrong in specdec_teacher.module(mod).WRONG[name]:
         args = wrong if isinstance(ref, tuple) else (wrong,)
@@ -84,7 +86,7 @@ def test_on_the_hidden_cases_too(mod, name, capsys):
 
 
 def empty_stub(*args, **kwargs):
-    """nbgrader's release stub (its code_stub is `...`, see specdec_lib.student.NBGRADER_CONFIG)."""
+    """nbgrader's release stub (its code_stub is `...`, see specdec_course.student.NBGRADER_CONFIG)."""
     ...  # YOUR CODE HERE
 
 

@@ -1,4 +1,4 @@
-"""The quick-checks (one conceptual question per chapter, specdec_lib/checks/quick.py): the reference
+"""The quick-checks (one conceptual question per chapter, course/specdec_course/checks/quick.py): the reference
 answer is correct, every other option and every listed trap is incorrect with a hint, junk never
 crashes, and every chapter asks its own question."""
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from specdec_lib.checks.quick import QUICK, check_quick, quick_question
+from specdec_course.checks.quick import QUICK, check_quick, quick_question
 from specdec_teacher.quick import ANSWERS, REFERENCE
 
 NOTEBOOKS = {
@@ -68,7 +68,7 @@ def test_multiple_choice_answers_are_not_guessable_from_their_form():
 @pytest.mark.parametrize("chapter", sorted(NOTEBOOKS))
 def test_the_notebooks_reference_answer_is_the_right_one(chapter, capsys):
     # the letters move when an option's text changes: the reference in the notebook must follow
-    from specdec_lib.student import solution_regions
+    from specdec_course.student import solution_regions
 
     cells = json.loads(NOTEBOOKS[chapter].read_text())["cells"]
     [cell] = [

@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
-import specdec_lib.checks
+import specdec_course.checks
 import specdec_teacher
-from specdec_lib.checks import ch02, ch03
+from specdec_course.checks import ch02, ch03
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = ROOT / "specdec_lib"
-PUBLIC = sorted(m.name for m in pkgutil.iter_modules(specdec_lib.checks.__path__))
+PACKAGES = (ROOT / "specdec_lib", ROOT / "course" / "specdec_course")  # what students install
+CHECKS = ROOT / "course" / "specdec_course" / "checks"
+PUBLIC = sorted(m.name for m in pkgutil.iter_modules(specdec_course.checks.__path__))
 
 
 def test_answers_json_is_up_to_date():
@@ -28,7 +29,7 @@ def test_answers_json_is_up_to_date():
 
 def test_the_installed_package_defines_no_reference_answers():
     bad = []
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in sorted(p for package in PACKAGES for p in package.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             names = []
@@ -53,7 +54,7 @@ def test_the_installed_package_defines_no_reference_answers():
 
 
 def test_value_answers_are_stored_as_digests_only():
-    stored = json.loads((PACKAGE / "checks" / "answers.json").read_text(encoding="utf-8"))
+    stored = json.loads((CHECKS / "answers.json").read_text(encoding="utf-8"))
     for chapter, entries in stored["values"].items():
         for key, entry in entries.items():
             assert set(entry) == {"decimals", "right", "hints"}, (chapter, key)
@@ -68,14 +69,14 @@ def test_value_answers_are_stored_as_digests_only():
 
 def _public_callables():
     for name in PUBLIC:
-        module = importlib.import_module(f"specdec_lib.checks.{name}")
+        module = importlib.import_module(f"specdec_course.checks.{name}")
         for attr, value in list(vars(module).items()):
-            if callable(value) and getattr(value, "__module__", "").startswith("specdec_lib.checks"):
+            if callable(value) and getattr(value, "__module__", "").startswith("specdec_course.checks"):
                 yield f"{name}.{attr}", value
 
 
 def test_no_public_function_answers_an_exercise(capsys):
-    """Nothing a student can import from specdec_lib.checks passes a function exercise's checker."""
+    """Nothing a student can import from specdec_course.checks passes a function exercise's checker."""
     passed = []
     for chapter in specdec_teacher.CHAPTERS:
         module = specdec_teacher.public(chapter)
@@ -99,7 +100,7 @@ def test_a_memorised_answer_passes_the_public_cases_only():
 
     assert ch02.check_alpha_for_tau(memorised) == "correct"
     assert (
-        specdec_teacher.hidden_check("specdec_lib.checks.ch02", "check_alpha_for_tau", memorised)
+        specdec_teacher.hidden_check("specdec_course.checks.ch02", "check_alpha_for_tau", memorised)
         == "incorrect"
     )
 
@@ -110,26 +111,29 @@ def test_reading_the_checkers_stored_answers_is_not_an_answer(capsys):
 
     assert ch03.check_colleague_law(reads_them) == "not attempted"
     assert "cannot check here" in capsys.readouterr().out
-    graded = specdec_teacher.hidden_check("specdec_lib.checks.ch03", "check_colleague_law", reads_them)
+    graded = specdec_teacher.hidden_check("specdec_course.checks.ch03", "check_colleague_law", reads_them)
     assert graded != "correct"
 
 
-def test_the_package_build_leaves_the_teacher_out():
-    """pyproject.toml packages `specdec_lib*` (setuptools finds namespace packages too)."""
+def test_the_package_builds_leave_the_teacher_out():
+    """pyproject.toml packages `specdec_lib*`, course/pyproject.toml `specdec_course*` (setuptools finds
+    namespace packages too); tests/test_packages.py builds both wheels and reads what they hold."""
     from setuptools import find_namespace_packages
 
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    found = find_namespace_packages(where=str(ROOT), include=config["packages"]["find"]["include"])
-    assert "specdec_lib.checks" in found
-    assert not [p for p in found if "teacher" in p], found
-    assert not any("teacher" in glob for globs in config["package-data"].values() for glob in globs)
-    assert "checks/answers.json" in config["package-data"]["specdec_lib"]
+    for root, package in ((ROOT, "specdec_lib"), (ROOT / "course", "specdec_course")):
+        config = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+        found = find_namespace_packages(where=str(root), include=config["packages"]["find"]["include"])
+        assert package in found and not [p for p in found if "teacher" in p], found
+        assert not any("teacher" in glob for globs in config["package-data"].values() for glob in globs)
+    assert (
+        "specdec_course.checks" in found and "checks/answers.json" in config["package-data"]["specdec_course"]
+    )
 
 
 def test_the_student_build_has_no_teacher_package(tmp_path):
-    from specdec_lib.student import main
+    from specdec_course.student import main
 
     assert main(["--out", str(tmp_path / "student")]) == 0
     paths = list((tmp_path / "student").rglob("*"))
@@ -149,7 +153,7 @@ def test_the_hidden_cases_are_other_cases(capsys):
         return fn
 
     assert ch03.check_colleague_law(spy("public")) == "correct"
-    graded = specdec_teacher.hidden_check("specdec_lib.checks.ch03", "check_colleague_law", spy("hidden"))
+    graded = specdec_teacher.hidden_check("specdec_course.checks.ch03", "check_colleague_law", spy("hidden"))
     assert graded == "correct" and "(hidden cases): correct" in capsys.readouterr().out
     random_public = set(seen["public"][:6])  # the first six pairs are random, the last two fixed extremes
     assert not random_public & set(seen["hidden"])
@@ -159,7 +163,7 @@ def test_every_public_checker_module_has_its_teacher_module():
     for name in PUBLIC:
         if name.startswith("ch"):
             teacher = specdec_teacher.module(name)
-            public = importlib.import_module(f"specdec_lib.checks.{name}")
+            public = importlib.import_module(f"specdec_course.checks.{name}")
             checkers = {
                 n for n, f in vars(public).items() if n.startswith("check_") and inspect.isfunction(f)
             }

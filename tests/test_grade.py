@@ -1,4 +1,4 @@
-"""The grader (`python -m specdec_lib.grade`), on a small assignment made the way the chapters are (the
+"""The grader (`python -m specdec_course.grade`), on a small assignment made the way the chapters are (the
 learner's cell, then the folded reference): the students of a teacher's trial get what they earned, and
 the cheats of that trial earn nothing. What is graded comes from the teacher's source, never from the
 submission."""
@@ -11,11 +11,12 @@ import shutil
 import pytest
 from attacks import PATCH, REFERENCE
 
-from specdec_lib import _export, grade
-from specdec_lib.student import is_reference, reference_source, split_exercise, student_notebook
+from specdec_course import grade
+from specdec_course.student import is_reference, reference_source, split_exercise, student_notebook
+from specdec_lib import _export
 
 IMPORTS = (
-    "from specdec_lib.checks.ch06 import check_deepseek_numbers, check_expected_tau, check_kept_positions"
+    "from specdec_course.checks.ch06 import check_deepseek_numbers, check_expected_tau, check_kept_positions"
 )
 EXERCISES = {
     "ex1": "def my_expected_tau(alphas):\n    ### BEGIN SOLUTION\n    tau, reach = 1.0, 1.0\n"
@@ -25,7 +26,7 @@ EXERCISES = {
     "    ### END SOLUTION\n\n\ncheck_kept_positions(my_kept_positions)",
     "ex3": "### BEGIN SOLUTION\nmy_tau = 1.85\nmy_overhead = 1.85 / 1.8 - 1\n### END SOLUTION\n\n"
     "check_deepseek_numbers(my_tau, my_overhead)",
-    "quick": "from specdec_lib.checks.quick import check_quick, quick_question\n\nquick_question(3)\n\n"
+    "quick": "from specdec_course.checks.quick import check_quick, quick_question\n\nquick_question(3)\n\n"
     "### BEGIN SOLUTION\nmy_number = 0.55\n### END SOLUTION\n\ncheck_quick(3, my_number)",
 }
 
@@ -68,7 +69,7 @@ def _solved(nb):
 
 
 # the recorder replaced by one that shows a forged record: every call "returned" 1.0
-FORGE_RECORD = """import specdec_lib.checks._record as _r
+FORGE_RECORD = """import specdec_course.checks._record as _r
 from IPython.display import display
 _honest = _r.record
 
@@ -85,7 +86,7 @@ _r.record = _forged
 
 def brute_forced_quick(chapter: int) -> float:
     """A quick-check's number, found by trying a grid of candidates against the public digests."""
-    from specdec_lib.checks import quick
+    from specdec_course.checks import quick
 
     key = f"q{chapter:02d}"
     return next(v / 1000 for v in range(0, 100_000) if quick._expected.right(key, v / 1000))
@@ -97,7 +98,7 @@ def ATTACKS(source):
         "ex1": "def my_expected_tau(alphas):\n    return 0.0\n\n\ncheck_expected_tau(my_expected_tau)",
         "ex2": "def my_kept_positions(k, n, n_new):\n    return n\n\n\ncheck_kept_positions(my_kept_positions)",
         "ex3": "my_tau = 2.0\nmy_overhead = 0.5\n\ncheck_deepseek_numbers(my_tau, my_overhead)",
-        "quick": "from specdec_lib.checks.quick import check_quick\n\nmy_number = 0.1\ncheck_quick(3, my_number)",
+        "quick": "from specdec_course.checks.quick import check_quick\n\nmy_number = 0.1\ncheck_quick(3, my_number)",
     }
     reference = REFERENCE.format(chapter="ch06")  # dodges the static refusal of those names in a cell
     return {
@@ -110,7 +111,7 @@ def ATTACKS(source):
                 "ex1": reference + "my_expected_tau = answers['check_expected_tau']",
                 "ex2": FORGE_RECORD + wrong["ex2"],
                 "ex3": _solved(source)["ex3"],
-                "quick": "from specdec_lib.checks.quick import check_quick\n\n"
+                "quick": "from specdec_course.checks.quick import check_quick\n\n"
                 f"my_number = {brute_forced_quick(3)}\ncheck_quick(3, my_number)",
             },
         ),
@@ -192,7 +193,8 @@ def test_the_exercises_come_from_the_teachers_source():
     exercises = grade.expected_exercises(_source_notebook())
     assert [e["grade_id"] for e in exercises] == ["t99-ex1", "t99-ex2", "t99-ex3", "t99-quick"]
     assert (
-        exercises[2]["args"] == "my_tau, my_overhead" and exercises[3]["module"] == "specdec_lib.checks.quick"
+        exercises[2]["args"] == "my_tau, my_overhead"
+        and exercises[3]["module"] == "specdec_course.checks.quick"
     )
 
 
@@ -272,7 +274,7 @@ def test_the_wrong_chapter_and_unreadable_files_are_refused(tmp_path, course):
 
 def test_an_nbgrader_release_is_graded_on_its_solution_cells():
     # nbgrader_course's source keeps each exercise under its reference cell's id, without the tag
-    from specdec_lib.nbgrader_course import nbgrader_source
+    from specdec_course.nbgrader_course import nbgrader_source
 
     source = _source_notebook()
     release = nbgrader_source(source)
@@ -293,8 +295,8 @@ def test_an_nbgrader_release_is_graded_on_its_solution_cells():
         "from specdec_teacher.ch06 import kept_positions as my_kept_positions",
         "import specdec_teacher.ch06 as t\nmy_kept_positions = t.kept_positions",
         "import importlib\nmy_kept_positions = importlib.import_module('specdec_teacher.ch06').kept_positions",
-        "from specdec_lib.checks.ch06 import _expected\nmy_kept_positions = _expected.kept_positions",
-        "from specdec_lib.checks.ch06 import REFERENCE",  # the old names, gone from specdec_lib but refused
+        "from specdec_course.checks.ch06 import _expected\nmy_kept_positions = _expected.kept_positions",
+        "from specdec_course.checks.ch06 import REFERENCE",  # the old names, gone from specdec_lib but refused
         "my_kept_positions = _ref_kept_positions",
     ],
 )

@@ -35,7 +35,7 @@ def test_the_image_holds_nothing_of_the_teachers():
     first_in = next(i for i, ln in enumerate(ignore) if ln.startswith("!"))
     assert "*" in ignore[:first_in]  # everything out, then the few paths let in
     allowed = {ln.removeprefix("!").rstrip("/") for ln in ignore if ln.startswith("!")}
-    assert allowed == {"pyproject.toml", "README.md", "specdec_lib", "book/data"}
+    assert allowed == {"pyproject.toml", "README.md", "specdec_lib", "course", "book/data"}
 
 
 def test_it_runs_the_students_code_unprivileged_and_records_only():
@@ -43,7 +43,7 @@ def test_it_runs_the_students_code_unprivileged_and_records_only():
     assert ("USER", "grader") in steps and steps.index(("USER", "grader")) > max(
         i for i, (op, _) in enumerate(steps) if op == "RUN"
     )
-    assert steps[-1] == ("ENTRYPOINT", '["python", "-m", "specdec_lib.grade"]')
+    assert steps[-1] == ("ENTRYPOINT", '["python", "-m", "specdec_course.grade"]')
     assert "--records-out" in DOCKERFILE.read_text(encoding="utf-8")
 
 

@@ -164,7 +164,9 @@ def reachable(graph: dict[str, set[str]], start: str) -> dict[str, list[str]]:
 
 def test_the_graph_sees_the_package():
     """The walk finds the subpackages and the lazy imports (a graph that missed them would prove nothing)."""
-    assert {"specdec_lib.zoo_stages.ladder", "specdec_lib.checks._core", "specdec_lib.methods"} <= set(FILES)
+    assert {"specdec_lib.zoo_stages.ladder", "specdec_lib.zoo_stages.common", "specdec_lib.methods"} <= set(
+        FILES
+    )
     assert "specdec_lib.eagle" in GRAPH["specdec_lib.methods"]  # inside a builder function
     assert chapter_of("specdec_lib.autoregressive") == 1 and chapter_of("specdec_lib.training") == 5
     assert chapter_of("specdec_lib.zoo") is None
@@ -220,3 +222,24 @@ def test_missing_weights_name_the_stage_that_trains_them(monkeypatch, tmp_path):
         methods.make_proposer("medusa:16", tiny_model())
     with pytest.raises(zoo.ZooUnavailableError, match=trained_by.format("dflash", "dflash")):
         methods.make_proposer("dflash2:4", tiny_model())  # DFlash 2 loads DFlash's drafter first
+
+
+def test_the_library_imports_no_course_kit():
+    """specdec_lib installs alone (`pip install .`, tests/test_packages.py): none of its modules imports the
+    course kit (course/specdec_course: checkers, grader, student build, site check) or the teacher's
+    package, lazily or not. The course kit imports the library, never the other way round."""
+    bad = []
+    for module, path in FILES.items():
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                names = [node.value]  # import_module("...") and the like
+            else:
+                continue
+            bad += [
+                f"{module}: {n}" for n in names if n.split(".")[0] in ("specdec_course", "specdec_teacher")
+            ]
+    assert not bad, bad

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import specdec_teacher
-from specdec_lib.checks._record import decode_answer, encode_answer, record
+from specdec_course.checks._record import decode_answer, encode_answer, record
 from specdec_teacher import judge
 
 CHECKERS = [(ch, name) for ch in specdec_teacher.CHAPTERS for name in specdec_teacher.module(ch).REFERENCE]
@@ -25,7 +25,7 @@ def _judged(plan, args):
 
 @pytest.mark.parametrize("chapter,checker", CHECKERS)
 def test_the_judge_agrees_with_the_checker(chapter, checker):
-    module = f"specdec_lib.checks.{chapter}"
+    module = f"specdec_course.checks.{chapter}"
     plan = judge.plan(module, checker)
     assert _judged(plan, specdec_teacher.reference_args(chapter, checker))["verdict"] == "correct"
     for wrong in specdec_teacher.module(chapter).WRONG.get(checker, []):
@@ -37,7 +37,7 @@ def test_the_judge_agrees_with_the_checker(chapter, checker):
 
 
 def test_a_record_of_other_inputs_or_too_few_calls_is_not_correct():
-    plan = judge.plan("specdec_lib.checks.ch06", "check_expected_tau")
+    plan = judge.plan("specdec_course.checks.ch06", "check_expected_tau")
     ref = specdec_teacher.reference_args("ch06", "check_expected_tau")[0]
     rec = record("x", plan, ref)
     short = json.loads(json.dumps(rec))
@@ -52,8 +52,8 @@ def test_a_record_of_other_inputs_or_too_few_calls_is_not_correct():
 
 
 def test_the_course_secret_moves_the_hidden_cases():
-    plain = judge.plan("specdec_lib.checks.ch06", "check_kept_positions")
-    secret = judge.plan("specdec_lib.checks.ch06", "check_kept_positions", secret="our course, 2027")
+    plain = judge.plan("specdec_course.checks.ch06", "check_kept_positions")
+    secret = judge.plan("specdec_course.checks.ch06", "check_kept_positions", secret="our course, 2027")
     assert plain["calls"]["public"] == secret["calls"]["public"]
     assert plain["calls"]["hidden"] != secret["calls"]["hidden"]
     ref = specdec_teacher.reference_args("ch06", "check_kept_positions")
@@ -77,7 +77,7 @@ def test_an_object_json_cannot_hold_is_no_answer():
 
 def test_a_plan_whose_json_keys_were_sorted_still_judges():
     """nbgrader writes notebooks (and the plan kept in a cell's metadata) with sorted keys."""
-    plan = judge.plan("specdec_lib.checks.ch01", "check_temperature_softmax")
+    plan = judge.plan("specdec_course.checks.ch01", "check_temperature_softmax")
     resorted = json.loads(json.dumps(plan, sort_keys=True))
     ref = specdec_teacher.reference_args("ch01", "check_temperature_softmax")
     assert judge.judge(resorted, json.loads(json.dumps(record("x", resorted, *ref))))["verdict"] == "correct"
@@ -110,7 +110,7 @@ def _pops_its_inputs(draft, target):
 )
 def test_a_function_that_changes_its_inputs_is_judged_as_the_checker_judges_it(chapter, checker, fn):
     """The record keeps what a call did to its arguments, and the judge does the same to the checker's."""
-    module = f"specdec_lib.checks.{chapter}"
+    module = f"specdec_course.checks.{chapter}"
     with contextlib.redirect_stdout(io.StringIO()):
         in_process = specdec_teacher.hidden_check(module, checker, fn)
     got = _judged(judge.plan(module, checker), (fn,))

@@ -3,8 +3,8 @@ library on every function exercise's hidden cases, and the committed labels and 
 
 import json
 
-from specdec_lib import grade
-from specdec_lib.checks.ch04 import check_ancestor_mask
+from specdec_course import grade
+from specdec_course.checks.ch04 import check_ancestor_mask
 from specdec_teacher import classify, labels
 
 COMMITTED = json.loads(labels.LABELS_FILE.read_text(encoding="utf-8"))
@@ -34,7 +34,7 @@ def test_every_exercise_has_a_label_and_only_function_exercises_count():
             assert kinds[chapter][checker] == (
                 "library" if checker in COMMITTED["library"].get(chapter, {}) else kind
             )
-    assert grade.kind_of("specdec_lib.checks.quick", "check_quick") == "practice"
+    assert grade.kind_of("specdec_course.checks.quick", "check_quick") == "practice"
 
 
 def test_setup_shows_the_generated_table():
@@ -46,7 +46,8 @@ def test_setup_shows_the_generated_table():
 def test_library_and_practice_exercises_are_worth_nothing_in_both_graders():
     """(d') an import of the library answers chapter 04's ancestor_mask, and the digests of value answers
     are public: those exercises are still checked, for 0 points, in the course grader and in nbgrader."""
-    from specdec_lib import _export, nbgrader_course
+    from specdec_course import nbgrader_course
+    from specdec_lib import _export
 
     nb = json.loads((_export.NB_DIR / "04_draft_trees.ipynb").read_text(encoding="utf-8"))
     ex = {e["checker"]: e for e in grade.expected_exercises(nb)}

@@ -1,4 +1,4 @@
-"""nbgrader end to end on a real chapter: `python -m specdec_lib.nbgrader_course`, then nbgrader's own
+"""nbgrader end to end on a real chapter: `python -m specdec_course.nbgrader_course`, then nbgrader's own
 generate_assignment, autograde and gradebook, with the students of a teacher's trial: the release handed in
 unchanged, the reference solutions pasted in, wrong and raising answers, and a cheater.
 
@@ -24,8 +24,8 @@ sys.path.insert(0, str(ROOT))
 
 from attacks import PATCH, REFERENCE  # noqa: E402
 
-from specdec_lib.nbgrader_course import write_course  # noqa: E402
-from specdec_lib.student import BEGIN, solution_regions  # noqa: E402
+from specdec_course.nbgrader_course import write_course  # noqa: E402
+from specdec_course.student import BEGIN, solution_regions  # noqa: E402
 
 SPOOF = "def {checker}(*args, **kwargs):\n    print('✅ spoofed: correct')\n    return 'correct'\n\n\n"
 
@@ -33,7 +33,11 @@ SPOOF = "def {checker}(*args, **kwargs):\n    print('✅ spoofed: correct')\n   
 def _env():
     bin_dir = str(Path(sys.executable).parent)  # nbgrader runs `alembic` from the same environment
     # the kernel's path holds specdec_lib only: the judge finds the teacher's package in the clone itself
-    return {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT)}
+    return {
+        **os.environ,
+        "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'course'}",
+    }
 
 
 def nbgrader(course: Path, *args: str) -> str:

@@ -7,6 +7,7 @@ non-parametrized tests run (and pytest still exits 0).
 import ast
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "specdec_lib"
+CHECKS = ROOT / "course" / "specdec_course" / "checks"  # the course kit's checkers
 NB_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(NB_DIR.glob("[0-9][0-9]_*.ipynb"))
 
@@ -25,13 +27,10 @@ SUPPORT_MODULES = {
     "zoo_train",
     "zoo_stages",
     "hf",
-    "checks",
     "bench",
     "reports",
     "methods",
     "_export",
-    "grade",
-    "student",
 }
 
 # Load the exporter from its file, not through `import specdec_lib`: these checks must still report
@@ -406,13 +405,13 @@ def _texts_of_chapter(path):
     chapter = int(path.name[:2])
     for c in _load(path)["cells"]:
         yield f"cell {c.get('id')}", _source(c)
-    checks = PKG / "checks" / f"ch{chapter:02d}.py"
+    checks = CHECKS / f"ch{chapter:02d}.py"
     if checks.exists():
         yield checks.name, checks.read_text(encoding="utf-8")
-    teacher = PKG.parent / "teacher" / "specdec_teacher" / f"ch{chapter:02d}.py"  # its options' hints
+    teacher = ROOT / "teacher" / "specdec_teacher" / f"ch{chapter:02d}.py"  # its options' hints
     if teacher.exists():
         yield f"specdec_teacher/{teacher.name}", teacher.read_text(encoding="utf-8")
-    quick = (PKG / "checks" / "quick.py").read_text(encoding="utf-8")
+    quick = (CHECKS / "quick.py").read_text(encoding="utf-8")
     block = re.search(rf"^    {chapter}: \{{\n(.*?)^    \}},", quick, re.S | re.M)
     if block:
         yield f"quick-check {chapter}", block.group(1)
@@ -444,12 +443,15 @@ def test_bootstrap_accepts_an_installed_specdec_lib(tmp_path):
     run = lambda env, *flags: subprocess.run(  # noqa: E731
         [sys.executable, *flags, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
     )
-    installed = run({"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)})
+    paths = os.pathsep.join([str(ROOT), str(ROOT / "course")])  # the library and the course kit
+    installed = run({"PATH": "/usr/bin:/bin", "PYTHONPATH": paths, "HOME": str(tmp_path)})
     assert installed.returncode == 0 and installed.stdout.startswith("ok"), installed.stderr[-500:]
     missing = run(
         {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, "-S"
     )  # -S: not even the venv's editable install
-    assert missing.returncode != 0 and "specdec_lib not found" in missing.stderr
+    assert missing.returncode != 0 and "specdec_lib and specdec_course not found" in missing.stderr
+    only_lib = run({"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)}, "-S")
+    assert only_lib.returncode != 0 and "specdec_course not found" in only_lib.stderr
 
 
 def _undeviced(source: str):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from specdec_lib.student import (
+from specdec_course.student import (
     BEGIN,
     END,
     EXERCISE_TAG,
@@ -90,7 +90,7 @@ def test_reference_solutions_are_folded_where_learners_run(path):
             f"{path.name}: stale stub before {ref['id']}"
         )
         assert BEGIN not in _src(learner)
-    assert sync_exercises(full) == full, "python -m specdec_lib.student --sync would change this notebook"
+    assert sync_exercises(full) == full, "python -m specdec_course.student --sync would change this notebook"
 
 
 def test_stubs():
@@ -113,7 +113,7 @@ def test_the_site_check_finds_a_solution_through_syntax_highlighting(tmp_path):
     into spans and escapes quotes, so the check reads the text a browser shows."""
     import html
 
-    from specdec_lib.student import page_text, site_leaks, solution_witnesses
+    from specdec_course.student import page_text, site_leaks, solution_witnesses
 
     nb_dir, site = tmp_path / "notebooks", tmp_path / "html"
     nb_dir.mkdir()
@@ -156,7 +156,7 @@ def test_nbgrader_generate_assignment_rules(path):
 
 def test_student_build_has_no_colab_link_to_the_full_notebooks(tmp_path):
     """A Colab badge or launch button on the student site would open the repository's full notebooks."""
-    from specdec_lib.student import COLAB_BADGE, main
+    from specdec_course.student import COLAB_BADGE, main
 
     assert main(["--out", str(tmp_path / "student")]) == 0
     config = (tmp_path / "student" / "_config.yml").read_text()
@@ -170,17 +170,23 @@ def test_student_build_has_no_colab_link_to_the_full_notebooks(tmp_path):
         assert "colab.research.google.com" not in student, path.name
 
 
-def test_student_notebooks_install_the_package_and_never_clone():
+def test_student_notebooks_install_the_packages_and_never_clone():
+    from specdec_course.student import student_packages
     from specdec_lib import _export
 
     nb = json.loads((_export.NB_DIR / "03_rejection_sampling.ipynb").read_text(encoding="utf-8"))
     boot = "".join(next(c for c in student_notebook(nb)["cells"] if c["cell_type"] == "code")["source"])
-    assert "git clone" not in boot and 'pip", "install"' in boot and _export.STUDENT_PACKAGE in boot
-    wheel = "https://example.org/course/specdec_lib-0.1-py3-none-any.whl"
-    boot = "".join(
-        next(c for c in student_notebook(nb, wheel)["cells"] if c["cell_type"] == "code")["source"]
+    assert "git clone" not in boot and 'pip", "install"' in boot
+    lib, kit = student_packages()
+    assert lib in boot and kit in boot and kit.endswith("#subdirectory=course")
+    wheels = (
+        "https://example.org/course/specdec_lib-0.1-py3-none-any.whl",
+        "https://example.org/course/specdec_course-0.1-py3-none-any.whl",
     )
-    assert wheel in boot and _export.STUDENT_PACKAGE not in boot
+    boot = "".join(
+        next(c for c in student_notebook(nb, wheels)["cells"] if c["cell_type"] == "code")["source"]
+    )
+    assert all(w in boot for w in wheels) and lib not in boot and kit not in boot
     compile(boot, "bootstrap", "exec")  # still Python
 
 

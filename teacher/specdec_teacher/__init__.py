@@ -2,7 +2,7 @@
 value questions, and the hidden cases. Not part of the installed `specdec_lib` (its `pyproject.toml`
 packages `specdec_lib*` only) and not in the student build (`make student`): keep it out of students' reach.
 
-    python -m specdec_teacher            # rewrite specdec_lib/checks/answers.json from the references
+    python -m specdec_teacher            # rewrite course/specdec_course/checks/answers.json from the references
     python -m specdec_teacher --check    # exit 1 if answers.json is stale (tests/test_checks_teacher.py)
 
 Put it on the path where you grade: `pip install -e teacher/`, or `PYTHONPATH=CLONE:CLONE/teacher`.
@@ -13,7 +13,7 @@ Put it on the path where you grade: `pip install -e teacher/`, or `PYTHONPATH=CL
 - `answers()`: what the public checkers need and nothing more: the expected value of every public case
   (recorded by running each checker on its reference) and salted digests of the value answers.
 - `hidden_check(module, checker, *args)`: the checker on hidden cases, for the graded tests of nbgrader
-  (`specdec_lib.nbgrader_course`) and the course grader (`specdec_lib.grade`).
+  (`specdec_course.nbgrader_course`) and the course grader (`specdec_course.grade`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import json
 import math
 import sys
 
-from specdec_lib.checks import _core
+from specdec_course.checks import _core
 
 CHAPTERS = [f"ch{n:02d}" for n in range(1, 13)]
 HIDDEN_OFFSET = 7919  # added to every case seed on a hidden run (and seeds the extra cases)
@@ -39,7 +39,7 @@ def module(chapter: str):
 
 def public(chapter: str):
     """The public checkers' module of a chapter."""
-    return importlib.import_module(f"specdec_lib.checks.{chapter}")
+    return importlib.import_module(f"specdec_course.checks.{chapter}")
 
 
 class _Modules(dict):
@@ -77,7 +77,7 @@ def _run_reference(chapter: str, checker: str, **mode) -> str:
 
 
 def answers() -> dict:
-    """The content of specdec_lib/checks/answers.json."""
+    """The content of course/specdec_course/checks/answers.json."""
     cases: dict = {}
     for chapter in CHAPTERS:
         seen = set()
@@ -135,7 +135,7 @@ def stale(path=None) -> list[str]:
 
 
 def hidden_check(module_name: str, checker: str, *args, **kwargs) -> str:
-    """`checker` of `module_name` (e.g. "specdec_lib.checks.ch03") on the hidden cases: other seeds and
+    """`checker` of `module_name` (e.g. "specdec_course.checks.ch03") on the hidden cases: other seeds and
     extra random cases. Their answers are recorded from the reference first, then the checker judges the
     learner's answer from that recording (the learner's code never runs while the reference is in reach).
     Value and choice questions have no hidden cases: their public check is the check."""

@@ -1,4 +1,4 @@
-"""Chapter 01's reference solutions and planted mistakes (the teacher's side of specdec_lib/checks/ch01.py)."""
+"""Chapter 01's reference solutions and planted mistakes (the teacher's side of course/specdec_course/checks/ch01.py)."""
 
 from __future__ import annotations
 

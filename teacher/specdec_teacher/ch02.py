@@ -1,4 +1,4 @@
-"""Chapter 02's reference solutions and planted mistakes (the teacher's side of specdec_lib/checks/ch02.py)."""
+"""Chapter 02's reference solutions and planted mistakes (the teacher's side of course/specdec_course/checks/ch02.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Chapter 03's reference solutions and planted mistakes (the teacher's side of specdec_lib/checks/ch03.py)."""
+"""Chapter 03's reference solutions and planted mistakes (the teacher's side of course/specdec_course/checks/ch03.py)."""
 
 from __future__ import annotations
 

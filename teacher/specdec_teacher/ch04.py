@@ -1,10 +1,10 @@
-"""Chapter 04's reference solutions and planted mistakes (the teacher's side of specdec_lib/checks/ch04.py)."""
+"""Chapter 04's reference solutions and planted mistakes (the teacher's side of course/specdec_course/checks/ch04.py)."""
 
 from __future__ import annotations
 
 import torch
 
-from specdec_lib.checks.ch04 import MSS_P, _colleague_walk
+from specdec_course.checks.ch04 import MSS_P, _colleague_walk
 
 
 def _depths(parents: list[int]) -> list[int]:

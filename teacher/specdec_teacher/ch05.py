@@ -1,4 +1,4 @@
-"""Chapter 05's reference solutions and planted mistakes (the teacher's side of specdec_lib/checks/ch05.py)."""
+"""Chapter 05's reference solutions and planted mistakes (the teacher's side of course/specdec_course/checks/ch05.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from specdec_lib.checks.ch05 import _colleague_accepted
+from specdec_course.checks.ch05 import _colleague_accepted
 
 
 def entropy(p: torch.Tensor) -> float:

@@ -1,10 +1,10 @@
-"""Chapter 06's reference solutions and planted mistakes (the teacher's side of specdec_lib/checks/ch06.py)."""
+"""Chapter 06's reference solutions and planted mistakes (the teacher's side of course/specdec_course/checks/ch06.py)."""
 
 from __future__ import annotations
 
 import math
 
-from specdec_lib.checks.ch06 import DEEPSEEK_ALPHA, DEEPSEEK_SPEEDUP, _colleague_tau
+from specdec_course.checks.ch06 import DEEPSEEK_ALPHA, DEEPSEEK_SPEEDUP, _colleague_tau
 
 
 def module_pairs(ids, k):

@@ -1,11 +1,11 @@
-"""Chapter 07's reference solutions and planted mistakes (the teacher's side of specdec_lib/checks/ch07.py)."""
+"""Chapter 07's reference solutions and planted mistakes (the teacher's side of course/specdec_course/checks/ch07.py)."""
 
 from __future__ import annotations
 
 import torch
 
-from specdec_lib.checks._core import letter_of
-from specdec_lib.checks.ch07 import UNCERTAINTY_OPTIONS
+from specdec_course.checks._core import letter_of
+from specdec_course.checks.ch07 import UNCERTAINTY_OPTIONS
 
 
 def eagle_pairs(ids):

@@ -1,4 +1,4 @@
-"""Chapter 08's reference solutions and planted mistakes (the teacher's side of specdec_lib/checks/ch08.py)."""
+"""Chapter 08's reference solutions and planted mistakes (the teacher's side of course/specdec_course/checks/ch08.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from specdec_lib.checks.ch08 import _colleague_rerank
+from specdec_course.checks.ch08 import _colleague_rerank
 
 
 def cumulative(parents, logp):

@@ -1,9 +1,9 @@
-"""Chapter 09's reference solutions and planted mistakes (the teacher's side of specdec_lib/checks/ch09.py)."""
+"""Chapter 09's reference solutions and planted mistakes (the teacher's side of course/specdec_course/checks/ch09.py)."""
 
 from __future__ import annotations
 
-from specdec_lib.checks._core import letter_of
-from specdec_lib.checks.ch09 import TF_OPTIONS
+from specdec_course.checks._core import letter_of
+from specdec_course.checks.ch09 import TF_OPTIONS
 
 # exercise 1: the right option, and each near miss with the hint that names why it misses
 TF_RIGHT = "from depth 2 on it reads its own previous output in place of a target feature, an input it never trained on"

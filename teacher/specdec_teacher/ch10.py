@@ -1,4 +1,4 @@
-"""Chapter 10's reference solutions and planted mistakes (the teacher's side of specdec_lib/checks/ch10.py)."""
+"""Chapter 10's reference solutions and planted mistakes (the teacher's side of course/specdec_course/checks/ch10.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 import math
 from pathlib import Path
 
-from specdec_lib.checks._core import letter_of
-from specdec_lib.checks.ch10 import DFLASH_OPTIONS, WHY_OPTIONS
+from specdec_course.checks._core import letter_of
+from specdec_course.checks.ch10 import DFLASH_OPTIONS, WHY_OPTIONS
 
 BENCH = Path(__file__).resolve().parents[2] / "book" / "data" / "bench.json"
 

@@ -1,11 +1,11 @@
-"""Chapter 11's reference solutions and planted mistakes (the teacher's side of specdec_lib/checks/ch11.py)."""
+"""Chapter 11's reference solutions and planted mistakes (the teacher's side of course/specdec_course/checks/ch11.py)."""
 
 from __future__ import annotations
 
 import torch
 
-from specdec_lib.checks._core import letter_of
-from specdec_lib.checks.ch11 import DFLASH2_OPTIONS, SELECTOR_EXAMPLE
+from specdec_course.checks._core import letter_of
+from specdec_course.checks.ch11 import DFLASH2_OPTIONS, SELECTOR_EXAMPLE
 
 # exercise 1: the right option, and each near miss with the hint that names why it misses
 DFLASH2_RIGHT = "neighbouring rows do not coordinate, and the far rows' top guesses get worse"

@@ -1,11 +1,11 @@
-"""Chapter 12's reference solutions and planted mistakes (the teacher's side of specdec_lib/checks/ch12.py)."""
+"""Chapter 12's reference solutions and planted mistakes (the teacher's side of course/specdec_course/checks/ch12.py)."""
 
 from __future__ import annotations
 
 import torch
 
-from specdec_lib.checks._core import letter_of
-from specdec_lib.checks.ch12 import FAMILY, LOSSLESS_OPTIONS
+from specdec_course.checks._core import letter_of
+from specdec_course.checks.ch12 import FAMILY, LOSSLESS_OPTIONS
 
 
 def levers(tau, draft_ms, verify_ms, t1_ms):

@@ -5,7 +5,7 @@ The graders work in three steps:
 1. **plan** (the grader's process): `plan(module, checker)` runs the checker on the reference and keeps
    the inputs it hands the function answer: the public cases and the hidden ones (other seeds, extra
    random cases; the seed offset comes from the course's secret). Inputs only, no answer.
-2. **record** (the student's kernel): `specdec_lib.checks._record.record` calls the student's function on
+2. **record** (the student's kernel): `specdec_course.checks._record.record` calls the student's function on
    those inputs and shows what it returned. Nothing there is trusted.
 3. **judge** (this module, in a fresh process: `python -m specdec_teacher.judge < request.json`): the
    public checker, imported here from disk, runs again with the reference answers and the same case
@@ -27,8 +27,8 @@ import sys
 
 import torch
 
-from specdec_lib.checks import _core
-from specdec_lib.checks._record import decode_answer
+from specdec_course.checks import _core
+from specdec_course.checks._record import decode_answer
 from specdec_teacher import HIDDEN_OFFSET, reference_args, teacher_run
 
 PARTS = ("public", "hidden")

@@ -1,6 +1,6 @@
 """Which exercises a grade can count on, found by trying what a student could try.
 
-    python -m specdec_teacher.labels            # print the table; --write: specdec_lib/checks/gradable.json
+    python -m specdec_teacher.labels            # print the table; --write: course/specdec_course/checks/gradable.json
                                                 # and the table in book/setup.md
 
 An exercise is **gradable** when its answer is a function that the graders run on hidden cases, and no
@@ -30,20 +30,18 @@ import sys
 from pathlib import Path
 
 import specdec_lib
-from specdec_lib.checks import _core
+from specdec_course.checks import _core
 from specdec_teacher import CHAPTERS, HIDDEN_OFFSET, classify, public, teacher_run
 
 ROOT = Path(specdec_lib.__file__).resolve().parents[1]
-LABELS_FILE = ROOT / "specdec_lib" / "checks" / "gradable.json"
+LABELS_FILE = ROOT / "course" / "specdec_course" / "checks" / "gradable.json"
 SETUP = ROOT / "book" / "setup.md"
 BEGIN, END = (
     "<!-- gradable table: python -m specdec_teacher.labels --write -->",
     "<!-- end of gradable table -->",
 )
 # plumbing a student's answer would not call (it grades, builds, trains or writes files)
-SKIP = re.compile(
-    r"^specdec_lib\.(checks|grade|student|nbgrader_\w+|check_site|_export|zoo_train|zoo_stages)\b"
-)
+SKIP = re.compile(r"^specdec_lib\.(_export|zoo_train|zoo_stages)\b")
 COUNTED = ("gradable", "mixed")
 
 

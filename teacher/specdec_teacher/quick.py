@@ -1,9 +1,9 @@
-"""The quick-checks' answers (the teacher's side of specdec_lib/checks/quick.py)."""
+"""The quick-checks' answers (the teacher's side of course/specdec_course/checks/quick.py)."""
 
 from __future__ import annotations
 
-from specdec_lib.checks._core import letter_of
-from specdec_lib.checks.quick import QUICK
+from specdec_course.checks._core import letter_of
+from specdec_course.checks.quick import QUICK
 
 # chapter -> the right option's text (multiple choice), or the right number with its known wrong numbers
 ANSWERS = {

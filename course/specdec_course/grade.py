@@ -1,14 +1,14 @@
 """Grade exercise notebooks (hand-written support code for teachers).
 
-    python -m specdec_lib.grade STUDENT/SUBMISSION.ipynb [MORE ...] [--csv gradebook.csv] [--feedback DIR]
+    python -m specdec_course.grade STUDENT/SUBMISSION.ipynb [MORE ...] [--csv gradebook.csv] [--feedback DIR]
         # each student's name is their notebook's folder; two notebooks of one name are refused
-    python -m specdec_lib.grade --course COURSE_DIR --assignment ch03 [--csv ...] [--feedback ...]
+    python -m specdec_course.grade --course COURSE_DIR --assignment ch03 [--csv ...] [--feedback ...]
         # every COURSE_DIR/submitted/<student>/ch03/*.ipynb, nbgrader's layout
 
     # the same in three phases, the students' code where nothing of the teacher's is (grading/Dockerfile):
-    python -m specdec_lib.grade --write-assignments ch03.json --source notebooks/03_rejection_sampling.ipynb
-    python -m specdec_lib.grade --assignments ch03.json STUDENT/SUBMISSION.ipynb --records-out runs/
-    python -m specdec_lib.grade --judge runs/ --assignments ch03.json [--csv ...] [--feedback ...]
+    python -m specdec_course.grade --write-assignments ch03.json --source notebooks/03_rejection_sampling.ipynb
+    python -m specdec_course.grade --assignments ch03.json STUDENT/SUBMISSION.ipynb --records-out runs/
+    python -m specdec_course.grade --judge runs/ --assignments ch03.json [--csv ...] [--feedback ...]
 
 What is graded comes from the teacher's side, never from the submission:
 - the **chapter** is recognised by its cells' ids against the course's own notebooks (or `--source`); a
@@ -20,7 +20,7 @@ What is graded comes from the teacher's side, never from the submission:
   from the submission (or, in a notebook from `nbgrader_course`'s release, the solution cells): cells a
   student added or changed elsewhere are not run, and every reference cell is left out;
 - **nothing decided in the student's kernel counts.** After each learner's cell the grader's cell only
-  records the answer (`specdec_lib.checks._record`): a value as it is, a function as what it returns on
+  records the answer (`specdec_course.checks._record`): a value as it is, a function as what it returns on
   the public and the hidden inputs that the teacher's package planned in the grader's own process. The
   kernel runs in an empty folder with the teacher's package off its path. Then the teacher's judge, a
   fresh process that never ran the student's code (`python -m specdec_teacher.judge`), runs the checkers
@@ -53,10 +53,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from specdec_lib.checks._record import MIME as RECORD_MIME
-from specdec_lib.student import EXERCISE_TAG, _source, is_reference
+from specdec_course.checks._record import MIME as RECORD_MIME
+from specdec_course.student import EXERCISE_TAG, _source, is_reference
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # the clone: course/specdec_course/ -> ../..
 NB_DIR = ROOT / "notebooks"
 OFFLINE = {
     "HF_HUB_OFFLINE": "1",
@@ -89,12 +89,12 @@ def _parse(source: str):
 
 
 def checker_modules(nb) -> dict[str, str]:
-    """{checker name: module} for the checkers a notebook imports from `specdec_lib.checks`."""
+    """{checker name: module} for the checkers a notebook imports from `specdec_course.checks`."""
     out = {}
     for cell in nb["cells"]:
         tree = _parse(_source(cell)) if cell["cell_type"] == "code" else None
         for node in ast.walk(tree) if tree else ():
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("specdec_lib.checks"):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("specdec_course.checks"):
                 out |= {
                     a.asname or a.name: (node.module, a.name)
                     for a in node.names
@@ -103,7 +103,9 @@ def checker_modules(nb) -> dict[str, str]:
     return out
 
 
-LABELS = ROOT / "specdec_lib" / "checks" / "gradable.json"  # written by `python -m specdec_teacher.labels`
+LABELS = (
+    ROOT / "course" / "specdec_course" / "checks" / "gradable.json"
+)  # written by `python -m specdec_teacher.labels`
 COUNTED = ("gradable", "mixed")
 
 
@@ -223,7 +225,7 @@ def grader_cell(ex: dict, plan: dict) -> dict:
     code = (
         f"# the grader: records your answer to {ex['grade_id']}; it is judged outside this notebook\n"
         "import json as _g_json\n"
-        "from specdec_lib.checks._record import record as _g_record\n\n"
+        "from specdec_course.checks._record import record as _g_record\n\n"
         f'_g_record("{ex["grade_id"]}", _g_json.loads({inputs!r}), {ex["args"]})\n'
     )
     meta = {"tags": [GRADER_TAG], "grade_id": ex["grade_id"]}

@@ -1,6 +1,6 @@
 """An nbgrader course from the chapters (hand-written support code for teachers).
 
-    python -m specdec_lib.nbgrader_course COURSE_DIR [--chapters 03 08]
+    python -m specdec_course.nbgrader_course COURSE_DIR [--chapters 03 08]
     cd COURSE_DIR && nbgrader generate_assignment ch03      # release/ch03: what students get
     # students' work in COURSE_DIR/submitted/<student>/ch03/03_rejection_sampling.ipynb, then
     nbgrader autograde ch03 && nbgrader export                # grades.csv
@@ -9,7 +9,7 @@ For each chapter this writes `COURSE_DIR/source/chNN/NN_name.ipynb`, nbgrader's 
 `COURSE_DIR/nbgrader_config.py`. In the source, every exercise is one solution cell (the chapter's
 reference, between nbgrader's markers) followed by a **locked, graded test cell** worth one point. In the
 release the test runs the public check. When nbgrader autogrades, the config's steps
-(`specdec_lib.nbgrader_judge`) rebuild the submission from the release with only its answers, turn each
+(`specdec_course.nbgrader_judge`) rebuild the submission from the release with only its answers, turn each
 test into a recorder of the answer on the public and hidden inputs, and let the teacher's judge decide
 each test in a fresh process: nothing the student's kernel prints or patches counts, and no hidden test
 code is in any notebook. The config's code stub is `...` (not nbgrader's
@@ -18,7 +18,7 @@ solution region, so an untouched release runs top to bottom ("Run All") and each
 attempted". Each "Why it works" note becomes a written-answer cell (0 points, for the teacher to re-weight)
 under a locked cell that asks the question.
 
-The chapters' own notebooks stay as learners see them; the course grader (`python -m specdec_lib.grade`)
+The chapters' own notebooks stay as learners see them; the course grader (`python -m specdec_course.grade`)
 grades the same submissions without nbgrader.
 """
 
@@ -31,8 +31,8 @@ import re
 import sys
 from pathlib import Path
 
-from specdec_lib.grade import expected_exercises
-from specdec_lib.student import (
+from specdec_course.grade import expected_exercises
+from specdec_course.student import (
     ASSIGNED,
     BEGIN,
     COLAB_BADGE,
@@ -43,9 +43,9 @@ from specdec_lib.student import (
     reference_source,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # the clone: course/specdec_course/ -> ../..
 NBGRADER_CONFIG = """\
-# nbgrader configuration written by `python -m specdec_lib.nbgrader_course` (edit freely).
+# nbgrader configuration written by `python -m specdec_course.nbgrader_course` (edit freely).
 c = get_config()  # noqa: F821 (nbgrader provides it)
 c.CourseDirectory.course_id = "specdec"
 # A stub that runs at the top level too, so an untouched release does not stop "Run All"; the checkers
@@ -54,7 +54,7 @@ c.ClearSolutions.code_stub = {"python": "...  # YOUR CODE HERE"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 c.Execute.timeout = 300  # seconds per cell: the chapters run their models on the CPU
 
-# Grades are decided outside the student's kernel (see specdec_lib/nbgrader_judge.py): the submission is
+# Grades are decided outside the student's kernel (see course/specdec_course/nbgrader_judge.py): the submission is
 # rebuilt from the release, each graded test records the answer, and the teacher's judge decides.
 from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (  # noqa: E402
@@ -70,7 +70,7 @@ from nbgrader.preprocessors import (  # noqa: E402
     SaveAutoGrades,
 )
 
-from specdec_lib.nbgrader_judge import JudgeRecords, RebuildFromRelease, RecordAnswers  # noqa: E402
+from specdec_course.nbgrader_judge import JudgeRecords, RebuildFromRelease, RecordAnswers  # noqa: E402
 
 c.Autograde.sanitize_preprocessors = [
     RebuildFromRelease, ClearOutput, DeduplicateIds, OverwriteKernelspec, OverwriteCells, CheckCellMetadata,

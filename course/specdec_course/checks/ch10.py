@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from specdec_lib.checks._core import (
+from specdec_course.checks._core import (
     _ICON,
     NOT_ATTEMPTED,
     Answers,

@@ -8,4 +8,4 @@ They hold no solutions: the expected values of their cases, and digests of the v
 in the repository, not installed with `specdec_lib`; see `_core`).
 """
 
-from specdec_lib.checks._core import CORRECT, INCORRECT, NOT_ATTEMPTED, verdict  # noqa: F401
+from specdec_course.checks._core import CORRECT, INCORRECT, NOT_ATTEMPTED, verdict  # noqa: F401

@@ -11,7 +11,7 @@ import math
 import operator
 import random
 
-from specdec_lib.checks._core import Answers, Incorrect, expect, hidden, seed, verdict
+from specdec_course.checks._core import Answers, Incorrect, expect, hidden, seed, verdict
 
 _expected = Answers("ch02")
 

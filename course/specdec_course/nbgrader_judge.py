@@ -1,6 +1,6 @@
 """nbgrader's autograde, judged outside the student's kernel (hand-written support code for teachers).
 
-`python -m specdec_lib.nbgrader_course` writes an `nbgrader_config.py` that adds three steps to
+`python -m specdec_course.nbgrader_course` writes an `nbgrader_config.py` that adds three steps to
 `nbgrader autograde` (this module needs nbgrader, so only that config imports it):
 
 - `RebuildFromRelease` (first, before nbgrader's own sanitising): the submission is rebuilt from the
@@ -31,8 +31,8 @@ from nbformat import from_dict
 from nbgrader.preprocessors.base import NbGraderPreprocessor
 from traitlets import Unicode
 
-from specdec_lib import grade
-from specdec_lib.nbgrader_course import SPECDEC
+from specdec_course import grade
+from specdec_course.nbgrader_course import SPECDEC
 
 ICON = {"correct": "✅", "incorrect": "❌", "not attempted": "⏳"}
 

@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from specdec_lib.checks._core import Answers, Incorrect, as_float, expect, seed, verdict
+from specdec_course.checks._core import Answers, Incorrect, as_float, expect, seed, verdict
 
 _expected = Answers("ch05")
 

@@ -7,7 +7,7 @@ teacher's package (answers.json has their digests)."""
 
 from __future__ import annotations
 
-from specdec_lib.checks._core import (
+from specdec_course.checks._core import (
     _ICON,
     NOT_ATTEMPTED,
     Answers,

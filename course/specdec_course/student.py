@@ -1,8 +1,8 @@
 """Student notebooks and a student website, without solutions (hand-written support code for teachers).
 
-    python -m specdec_lib.student [--out _build/student]   # the notebooks and a copy of the book sources
-    python -m specdec_lib.student --sync                    # after editing an exercise: its learner's cell
-    python -m specdec_lib.student --check-site _build/student/_build/html   # does a built site leak?
+    python -m specdec_course.student [--out _build/student]   # the notebooks and a copy of the book sources
+    python -m specdec_course.student --sync                    # after editing an exercise: its learner's cell
+    python -m specdec_course.student --check-site _build/student/_build/html   # does a built site leak?
     make student                                            # ... then builds the student website
 
 Every exercise has two cells in the chapters. The learner's cell comes first: the stub to replace and the
@@ -27,8 +27,8 @@ full website. The checkers stay, so a student notebook runs and reports "not att
 
 The student site has no Colab launch button and the student notebooks no "Open in Colab" badge: both would
 open the full notebooks of the repository, solutions included. On Colab, the student notebooks' first cell
-pip-installs the package (`--package`: a wheel's URL, or by default the library built from the repository
-in a temporary folder) instead of cloning the repository. (The copied landing and setup pages still
+pip-installs the packages (`--package`, once per package: a wheel's URL; by default the library and the course
+kit, built by pip from the repository in a temporary folder) instead of cloning the repository. (The copied landing and setup pages still
 describe them; a teacher who wants Colab for students hosts the student notebooks and links to them.)
 """
 
@@ -42,7 +42,7 @@ import shutil
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # the clone: course/specdec_course/ -> ../..
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 # The badge under a chapter's title (with the blank line after it), and the site's Colab launch button.
 COLAB_BADGE = re.compile(r"^\[!\[Open in Colab\]\([^)]*\)\]\([^)]*\)\n\n?", re.M)
@@ -51,6 +51,42 @@ ASSIGNED = re.compile(r"^(\w+)\s*=")
 # The learner's cell of an exercise, and the folded reference solution after it.
 EXERCISE_TAG, REFERENCE_TAG = "exercise", "reference"
 REFERENCE_TITLE = "# @title Reference solution: open it once you have tried (your cell is the one above)"
+
+
+# What the student notebooks pip-install on Colab: the library (its models and reports) and the course kit
+# (the checkers), built from the repository, never a clone of it with its solutions and teacher/.
+def student_packages() -> tuple[str, ...]:
+    from specdec_lib._export import BRANCH, REPO_URL
+
+    return (
+        f"specdec_lib @ git+{REPO_URL}@{BRANCH}",
+        f"specdec_course @ git+{REPO_URL}@{BRANCH}#subdirectory=course",
+    )
+
+
+def student_bootstrap(packages: tuple[str, ...] | None = None) -> str:
+    """The bootstrap cell of the student notebooks: on Colab, `pip install *packages` (wheels' URLs, or
+    the default: pip builds the library and the course kit from the repository in a temporary folder and
+    keeps only them)."""
+    from specdec_lib._export import BOOTSTRAP_CELL
+
+    packages = tuple(packages or student_packages())
+    start = 'if _root is None and "google.colab" in sys.modules:\n'
+    colab = BOOTSTRAP_CELL[
+        BOOTSTRAP_CELL.index(start) + len(start) : BOOTSTRAP_CELL.index("\nif _root is None:  #")
+    ]
+    install = f"""\
+    import importlib.util
+    if any(importlib.util.find_spec(m) is None for m in ("specdec_lib", "specdec_course")):
+        # the packages only (the library, its models and reports; the checkers), never the repository's
+        # solutions; and never a new torch: the constraint keeps the runtime's own CUDA build
+        from importlib.metadata import version
+        Path("/tmp/specdec-keep-torch.txt").write_text(f"torch=={{version('torch')}}\\n")
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-c", "/tmp/specdec-keep-torch.txt", *{list(packages)!r}], check=True)
+        importlib.invalidate_caches()
+    _root = None"""
+    cell = BOOTSTRAP_CELL.replace(colab, install)
+    return cell.replace("# specdec bootstrap: ", "# specdec bootstrap (student notebooks): ", 1)
 
 
 def _source(cell) -> str:
@@ -143,7 +179,7 @@ def split_exercise(cell: dict) -> list[dict]:
 def sync_exercises(nb: dict) -> dict:
     """The notebook with every exercise as its (learner, reference) pair: a new exercise cell is split,
     and each learner's cell is rewritten as the stub of the reference after it (edit the reference, then
-    run `python -m specdec_lib.student --sync`)."""
+    run `python -m specdec_course.student --sync`)."""
     nb = copy.deepcopy(nb)
     cells = []
     for cell in nb["cells"]:
@@ -156,17 +192,17 @@ def sync_exercises(nb: dict) -> dict:
     return nb
 
 
-def student_notebook(nb: dict, package: str | None = None) -> dict:
+def student_notebook(nb: dict, packages: tuple[str, ...] | None = None) -> dict:
     """A copy of a chapter notebook for students: stubs instead of solutions, no solution notes, and a
-    bootstrap that on Colab pip-installs `package` (default: the library from the repository) instead of
-    cloning the repository."""
+    bootstrap that on Colab pip-installs `packages` (default: the library and the course kit from the
+    repository) instead of cloning the repository."""
     from specdec_lib import _export
 
     nb = copy.deepcopy(nb)
     cells = []
     for cell in nb["cells"]:
         if cell["cell_type"] == "code" and _source(cell).rstrip("\n") == _export.BOOTSTRAP_CELL:
-            cell["source"] = _lines(_export.student_bootstrap(package or _export.STUDENT_PACKAGE))
+            cell["source"] = _lines(student_bootstrap(packages))
         tags = cell.get("metadata", {}).get("tags", [])
         if is_reference(cell):  # the learner's cell before it is its stub: it takes the nbgrader metadata
             if not cells or EXERCISE_TAG not in cells[-1]["metadata"].get("tags", []):
@@ -245,8 +281,10 @@ def main(argv=None) -> int:
     )
     ap.add_argument(
         "--package",
-        help="what the student notebooks pip-install on Colab: a wheel's URL or a pip requirement "
-        "(default: the library from the repository, built by pip in a temporary folder)",
+        action="append",
+        help="what the student notebooks pip-install on Colab, once per package: a wheel's URL or a pip "
+        "requirement (default: the library and the course kit from the repository, built by pip in a "
+        "temporary folder)",
     )
     ap.add_argument(
         "--sync",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from specdec_lib.checks._core import (
+from specdec_course.checks._core import (
     NOT_ATTEMPTED,
     Answers,
     Incorrect,

@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from specdec_lib.checks._core import Answers, expect, hidden, seed, verdict
+from specdec_course.checks._core import Answers, expect, hidden, seed, verdict
 
 _expected = Answers("ch01")
 

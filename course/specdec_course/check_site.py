@@ -1,7 +1,7 @@
 """Check the built website in a real browser (hand-written support code, not a chapter).
 
     make check-site                     # after `make book`; SITE=_build/student/_build/html for the student site
-    python -m specdec_lib.check_site _build/html --mathjax DIR [--screenshots DIR] [--json FILE]
+    python -m specdec_course.check_site _build/html --mathjax DIR [--screenshots DIR] [--json FILE]
 
 It serves the built pages on localhost and opens every page in headless Chromium (Debian's `chromium` and
 `chromium-driver`, driven by Selenium), then checks what a reader sees:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 
-from specdec_lib.checks._core import decode, encode, is_stub
+from specdec_course.checks._core import decode, encode, is_stub
 
 MIME = "application/vnd.specdec.record+json"
 MAX_TEXT = 300  # characters kept of a raised exception's message

@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from specdec_lib.checks._core import Answers, as_float, as_int_list, expect, seed, verdict
+from specdec_course.checks._core import Answers, as_float, as_int_list, expect, seed, verdict
 
 _expected = Answers("ch08")
 
