@@ -41,7 +41,7 @@ import time
 import torch
 
 from specdec_lib import zoo
-from specdec_lib.zoo_stages import ladder
+from specdec_lib.zoo_stages import cards, ladder
 from specdec_lib.zoo_stages.base import draft_tournament, train_target, write_prompts
 from specdec_lib.zoo_stages.common import log
 from specdec_lib.zoo_stages.dflash import train_dflash2_stage, train_dflash_stage
@@ -51,7 +51,7 @@ from specdec_lib.zoo_stages.eagle3_real import train_eagle3_real
 # imports this one. base: the prompts, the tokenizer, the target and the draft; common: what every proposer
 # stage shares (the frozen target, cards, the regenerated text, at_budgets); heads, eagle, dflash: one
 # family each (chapters 05-06, 07-09, 10-11); ladder: the fair ladder's runs of heads and eagle; chat_data and
-# eagle3_real: a real preset's data and EAGLE-3.
+# eagle3_real: a real preset's data and EAGLE-3; cards: each stage's inputs, budget and card words, as data.
 
 
 # ------------------------------------------------------------------------------ the table of stages
@@ -113,12 +113,15 @@ def main(argv=None):
     ap.add_argument("--name", default="tiny-code")
     ap.add_argument("--stage", choices=["all", *BASE, *STAGES], default="all",
                     help="one stage of the table (default: all of them, in order)")  # fmt: skip
-    ap.add_argument("--vocab", type=int, default=4096)
-    ap.add_argument("--ctx", type=int, default=512)
-    ap.add_argument("--target-minutes", type=float, default=60)
-    ap.add_argument("--target-steps", type=int, default=1800)
-    ap.add_argument("--draft-minutes", type=float, default=6, help="for each of the two draft recipes")
-    ap.add_argument("--draft-steps", type=int, default=1500)
+    target, draft = cards.TARGET.budget, cards.DRAFT.budget  # the base models' budgets, declared
+    ap.add_argument("--vocab", type=int, default=target["vocab"])
+    ap.add_argument("--ctx", type=int, default=target["ctx"])
+    ap.add_argument("--target-minutes", type=float, default=target["minutes"])
+    ap.add_argument("--target-steps", type=int, default=target["steps"])
+    ap.add_argument(
+        "--draft-minutes", type=float, default=draft["minutes"], help="for each of the two draft recipes"
+    )
+    ap.add_argument("--draft-steps", type=int, default=draft["steps"])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: leave torch's default)")

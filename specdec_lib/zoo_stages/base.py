@@ -1,7 +1,8 @@
 """The zoo's base models (the ``prompts``, ``target`` and ``draft`` stages): held-out prompts cut from the
 validation and test files, a byte-level BPE tokenizer, the target pretrained on the training split and the
 draft, trained on data and distilled, the better of the two kept (draft_tournament). Both are small Llamas
-(TARGET, DRAFT) on chapter 05's loop (``pretrain``)."""
+(TARGET, DRAFT) on chapter 05's loop (``pretrain``). Budgets and the cards' words: ``zoo_stages.cards``
+(PROMPTS, TARGET, DRAFT)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import torch.nn.functional as F
 
 from specdec_lib import zoo
 from specdec_lib.training import Cosine, adamw, train_on_frozen_target
-from specdec_lib.zoo_stages import common
+from specdec_lib.zoo_stages import cards, common
 
 EOS = "<|endoftext|>"
 DEF_LINE = re.compile(r"^\s*(async\s+def|def|class)\s+\w+.*:\s*$")
@@ -135,50 +136,61 @@ def evaluate(model, seqs, nbytes: int, ctx: int, max_windows: int | None = None)
     return {"loss": total / count, "tokens": count, "bpb": total / nbytes / math.log(2)}
 
 
+def compiled(model):
+    """torch.compile's version of `model`, or `model` where the compiler is missing."""
+    try:
+        return torch.compile(model)
+    except Exception as e:  # pragma: no cover - compiler missing
+        common.log("torch.compile unavailable, eager:", e)
+        return model
+
+
+def lm_loss(fwd, x: torch.Tensor, teacher=None) -> torch.Tensor:
+    """Next-token cross-entropy of the windows `x` [B, ctx + 1], or (distillation, given the `teacher`) the
+    forward KL to the teacher's whole next-token distribution, per position."""
+    logits = fwd(input_ids=x[:, :-1]).logits
+    if teacher is None:
+        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), x[:, 1:].reshape(-1))
+    with torch.no_grad():
+        t_logp = F.log_softmax(teacher(input_ids=x[:, :-1]).logits, -1)
+    return F.kl_div(F.log_softmax(logits, -1), t_logp, log_target=True, reduction="batchmean") / (
+        x.shape[1] - 1
+    )
+
+
+def random_windows(data: torch.Tensor, batch: int, ctx: int, g):
+    """Endless batches [batch, ctx + 1] of windows of the training text at random places (generator `g`)."""
+    while True:
+        starts = torch.randint(0, len(data) - ctx - 1, (batch,), generator=g)
+        yield torch.stack([data[s : s + ctx + 1] for s in starts.tolist()])
+
+
 def pretrain(
     model, data, steps, batch, ctx, lr, minutes, seed, val=None, teacher=None, compile=True, name=""
 ):
     """A language model on the training text (the target; the draft, from data or distilled from `teacher`)
     with chapter 05's loop: AdamW(0.9, 0.95) with weight decay 0.1, gradients clipped at 1, warm-up and
     cosine decay to 10% over `steps` steps or `minutes`, whichever runs out first (a slower machine still
-    anneals fully and stops on time; the card records where it stopped). Random windows of `ctx` tokens."""
-    g = torch.Generator().manual_seed(seed)
-    fwd = model
-    if compile:
-        try:
-            fwd = torch.compile(model)
-        except Exception as e:  # pragma: no cover - compiler missing
-            common.log("torch.compile unavailable, eager:", e)
-
-    def windows_of_text():
-        while True:
-            starts = torch.randint(0, len(data) - ctx - 1, (batch,), generator=g)
-            yield torch.stack([data[s : s + ctx + 1] for s in starts.tolist()])
-
+    anneals fully and stops on time; the card records where it stopped). Random windows of `ctx` tokens;
+    every 25th step's loss in the curve (and every 200th, the validation loss on 24 windows of `val`)."""
+    fwd = compiled(model) if compile else model
     curve, t0, steps_taken = [], time.time(), itertools.count()
 
     def loss_of(x):
-        logits = fwd(input_ids=x[:, :-1]).logits
-        if teacher is None:
-            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), x[:, 1:].reshape(-1))
-        else:  # distillation: match the target's whole next-token distribution (forward KL)
-            with torch.no_grad():
-                t_logp = F.log_softmax(teacher(input_ids=x[:, :-1]).logits, -1)
-            loss = F.kl_div(F.log_softmax(logits, -1), t_logp, log_target=True, reduction="batchmean") / ctx
-        step = next(steps_taken)
+        loss, step = lm_loss(fwd, x, teacher), next(steps_taken)
         if step % 25 == 0:  # the loss of the step about to be taken (step 0: the untrained model)
-            point = {"step": step, "tokens": step * batch * ctx, "train_loss": round(loss.item(), 4),
-                     "minutes": round((time.time() - t0) / 60, 2)}  # fmt: skip
+            curve.append({"step": step, "tokens": step * batch * ctx, "train_loss": round(loss.item(), 4),
+                          "minutes": round((time.time() - t0) / 60, 2)})  # fmt: skip
             if val is not None and step % 200 == 0:
-                point["val_loss"] = round(evaluate(model, *val, ctx, max_windows=24)["loss"], 4)
+                curve[-1]["val_loss"] = round(evaluate(model, *val, ctx, max_windows=24)["loss"], 4)
                 model.train()
-            curve.append(point)
-            common.log(name, point)
+            common.log(name, curve[-1])
         return loss, loss.detach()[None]
 
     opt = adamw(model, lr, betas=(0.9, 0.95), weight_decay=0.1)
     schedule = Cosine(warmup=min(100, steps // 10), floor=0.1)
-    history = train_on_frozen_target(model, loss_of, windows_of_text(), minutes * 60, lr, max_steps=steps,
+    batches = random_windows(data, batch, ctx, torch.Generator().manual_seed(seed))
+    history = train_on_frozen_target(model, loss_of, batches, minutes * 60, lr, max_steps=steps,
                                      schedule=schedule, optimizer=opt, clip=1.0)  # fmt: skip
     return {
         "steps": len(history),
@@ -188,7 +200,7 @@ def pretrain(
         "batch": batch,
         "context": ctx,
         "peak_lr": lr,
-        "schedule": f"AdamW(0.9, 0.95), weight decay 0.1, clip 1.0, {schedule}",
+        "schedule": cards.TARGET.text("schedule", schedule=schedule),
     }
 
 
@@ -226,18 +238,19 @@ def reload(folder: Path):
 # ---------------------------------------------------------------- the corpus, the target and the draft
 def write_prompts(args) -> None:
     """Held-out prompts from the validation and test files -> specdec_lib/data/prompts.json."""
-    prompts = {s: cut_prompts(s) for s in ("validation", "test")}
-    rule = ("20 lines before and including a one-line def/class signature, ending at its colon, at most 800 "
-            "chars; three per file; fixed shuffle")  # fmt: skip
+    prompts = {s: cut_prompts(s, **cards.PROMPTS.budget) for s in ("validation", "test")}
     zoo.PROMPTS_FILE.write_text(
-        json.dumps({"rule": rule, "python": platform.python_version(), **prompts}, indent=0) + "\n"
+        json.dumps(
+            {"rule": cards.PROMPTS.text("rule"), "python": platform.python_version(), **prompts}, indent=0
+        )
+        + "\n"
     )
     common.log({k: len(v) for k, v in prompts.items()})
 
 
 def common_card(args) -> dict:
     return {
-        "corpus": f"CPython {platform.python_version()} standard library *.py without tests; split {zoo.SPLIT_RULE}",
+        "corpus": cards.TARGET.text("corpus", python=platform.python_version(), split_rule=zoo.SPLIT_RULE),
         "seed": args.seed,
         "torch": torch.__version__,
         "device": "cpu",
@@ -256,8 +269,9 @@ def build_llama(config: dict, args, eos: int):
 
 def train_target(args) -> None:
     """A byte-level BPE tokenizer on the train files, and the target: a small Llama pretrained on them ->
-    models/<name>/target/ (fp16 weights, evaluated as they ship)."""
-    out = zoo.ZOO_DIR / args.name
+    models/<name>/target/ (fp16 weights, evaluated as they ship). Its budget: cards.TARGET's, the steps,
+    minutes, vocabulary and context as the command line says (its defaults are that budget)."""
+    out, b = zoo.ZOO_DIR / args.name, cards.TARGET.budget_with()
     tok = train_tokenizer(args.vocab)
     train_seqs, train_bytes = encode_split(tok, "train")
     val = encode_split(tok, "validation")
@@ -267,8 +281,8 @@ def train_target(args) -> None:
     )
     torch.manual_seed(args.seed)
     target = build_llama(TARGET, args, tok.eos_token_id)
-    rec = pretrain(target, data, args.target_steps, 8, args.ctx, 2e-3, args.target_minutes, args.seed, val=val,
-                   compile=not args.no_compile, name="target")  # fmt: skip
+    rec = pretrain(target, data, args.target_steps, b.batch, args.ctx, b.lr, args.target_minutes, args.seed,
+                   val=val, compile=not args.no_compile, name="target")  # fmt: skip
     save(target, tok, out / "target", {})
     target = reload(out / "target")  # evaluate exactly what ships (fp16-rounded weights)
     ev = evaluate(target, *val, args.ctx)
@@ -291,33 +305,42 @@ def train_target(args) -> None:
     save(target, tok, out / "target", card)
 
 
+def train_draft(recipe: str, args, target, tok, data: torch.Tensor, prompts: list[str]):
+    """One draft recipe ("data" or "distilled", from the target): a one-layer Llama that starts from the
+    target's embeddings, pretrained for cards.DRAFT's budget (steps and minutes: the command line's), saved
+    and reloaded as it would ship. Returns (its greedy agreement with the target on `prompts`, the draft,
+    pretrain's record)."""
+    b, out = cards.DRAFT.budget_with(), zoo.ZOO_DIR / args.name / f"draft-{recipe}"
+    torch.manual_seed(args.seed + 1)
+    draft = build_llama(DRAFT, args, tok.eos_token_id)
+    draft.model.embed_tokens.weight.data.copy_(target.model.embed_tokens.weight.data)  # a head start
+    r = pretrain(draft, data, args.draft_steps, b.batch, args.ctx, b.lr, args.draft_minutes, args.seed + 1,
+                 teacher=target if recipe == "distilled" else None, compile=not args.no_compile,
+                 name=f"draft-{recipe}")  # fmt: skip
+    save(draft, tok, out, {})
+    draft = reload(out)
+    alpha = greedy_agreement(target, draft, tok, prompts)
+    common.log(f"draft-{recipe}: greedy agreement on {len(prompts)} validation prompts = {alpha:.3f}")
+    return alpha, draft, r
+
+
 def draft_tournament(args) -> None:
     """Two draft recipes, same architecture and budget: trained on data, and distilled from the target
     (forward KL). The one whose greedy agreement with the target on 50 validation prompts is higher is
     kept -> models/<name>/draft/."""
     import shutil
 
-    out = zoo.ZOO_DIR / args.name
+    out, b = zoo.ZOO_DIR / args.name, cards.DRAFT.budget_with()
     target, tok = common.frozen_target(args.name)
     data = torch.cat(encode_split(tok, "train")[0])
     val = encode_split(tok, "validation")
-    prompts = zoo.heldout_prompts(50, split="validation")
-    candidates = {}
-    for recipe in ("data", "distilled"):
-        torch.manual_seed(args.seed + 1)
-        draft = build_llama(DRAFT, args, tok.eos_token_id)
-        draft.model.embed_tokens.weight.data.copy_(target.model.embed_tokens.weight.data)  # a head start
-        r = pretrain(draft, data, args.draft_steps, 8, args.ctx, 2e-3, args.draft_minutes, args.seed + 1,
-                     teacher=target if recipe == "distilled" else None, compile=not args.no_compile,
-                     name=f"draft-{recipe}")  # fmt: skip
-        save(draft, tok, out / f"draft-{recipe}", {})
-        draft = reload(out / f"draft-{recipe}")
-        alpha = greedy_agreement(target, draft, tok, prompts)
-        common.log(f"draft-{recipe}: greedy agreement on 50 validation prompts = {alpha:.3f}")
-        candidates[recipe] = (alpha, draft, r)
+    prompts = zoo.heldout_prompts(b.prompts, split="validation")
+    candidates = {
+        recipe: train_draft(recipe, args, target, tok, data, prompts) for recipe in ("data", "distilled")
+    }
     best = max(candidates, key=lambda k: candidates[k][0])
     alpha, draft, r = candidates[best]
-    test_alpha = greedy_agreement(target, draft, tok, zoo.heldout_prompts(50, split="test"))
+    test_alpha = greedy_agreement(target, draft, tok, zoo.heldout_prompts(b.prompts, split="test"))
     ev = evaluate(draft, *val, args.ctx)
     card = {
         "role": "draft",
@@ -325,8 +348,7 @@ def draft_tournament(args) -> None:
         "recipe": best,
         "parameters": sum(p.numel() for p in draft.parameters()),
         "config": {**DRAFT, "context": args.ctx, "vocab": args.vocab},
-        "why": "trained on data and distilled from the target (forward KL), same budget; kept the one "
-        "with the higher greedy agreement with the target on 50 validation prompts",
+        "why": cards.DRAFT.text("why", prompts=b.prompts),
         "greedy_agreement_validation": {k: round(v[0], 4) for k, v in candidates.items()},
         "greedy_agreement_test_50_prompts": round(test_alpha, 4),
         **common_card(args),
@@ -336,4 +358,4 @@ def draft_tournament(args) -> None:
     for recipe in candidates:
         shutil.rmtree(out / f"draft-{recipe}")
     save(draft, tok, out / "draft", card)
-    common.log(f"kept the {best} draft; greedy agreement on 50 test prompts = {test_alpha:.3f}")
+    common.log(f"kept the {best} draft; greedy agreement on {b.prompts} test prompts = {test_alpha:.3f}")

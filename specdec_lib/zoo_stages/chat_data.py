@@ -81,10 +81,7 @@ def write_answers(
     there). Greedy rows take the argmax; sampled rows one draw from softmax(logits) at T = 1. A row that
     ended leaves the batch (and its cache rows) once its end token is read, so the rest run faster."""
     B, width = len(prompts), max(len(p) for p in prompts)
-    ids = torch.full((B, width), eos, dtype=torch.long)
-    mask = torch.zeros(B, width, dtype=torch.long)
-    for r, p in enumerate(prompts):
-        ids[r, width - len(p) :], mask[r, width - len(p) :] = p, 1
+    ids, mask = left_padded(prompts, width, eos)
     cache = hf.new_cache(target)
     logits, hidden = hf.forward_rows(target, ids, mask, cache, layers)
     d = hidden[-1].shape[-1]
@@ -116,18 +113,29 @@ def write_answers(
             alive, mask, logits = alive[keep], mask[keep], logits[keep]
     if not torch.isfinite(states).all():
         raise FloatingPointError("a hidden state overflowed fp16: store this target's features in fp32")
-    rows = []
+    return [
+        answer_row(p, answers[r, : int(lengths[r])], states[r], argmax[r], width)
+        for r, p in enumerate(prompts)
+    ]
+
+
+def left_padded(prompts: list[torch.Tensor], width: int, eos: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The prompts as one batch [B, width], left-padded with `eos`, and its attention mask."""
+    ids = torch.full((len(prompts), width), eos, dtype=torch.long)
+    mask = torch.zeros(len(prompts), width, dtype=torch.long)
     for r, p in enumerate(prompts):
-        n_new = int(lengths[r])
-        keep = slice(width - len(p), width + n_new)
-        rows.append(
-            {
-                "ids": torch.cat([p, answers[r, :n_new]]),
-                "hidden": states[r, keep].clone(),
-                "argmax": argmax[r, keep].clone(),
-            }
-        )
-    return rows
+        ids[r, width - len(p) :], mask[r, width - len(p) :] = p, 1
+    return ids, mask
+
+
+def answer_row(prompt: torch.Tensor, answer: torch.Tensor, states, argmax, width: int) -> dict:
+    """One row of write_answers: prompt + answer, and the features of those positions (its padding cut)."""
+    keep = slice(width - len(prompt), width + len(answer))
+    return {
+        "ids": torch.cat([prompt, answer]),
+        "hidden": states[keep].clone(),
+        "argmax": argmax[keep].clone(),
+    }
 
 
 def answer_chunk(name: str, index: int, new_tokens: int = 128, batch: int = 128, seed: int = 0,
@@ -141,34 +149,17 @@ def answer_chunk(name: str, index: int, new_tokens: int = 128, batch: int = 128,
     first, mine = index * CHUNK, texts[index * CHUNK : (index + 1) * CHUNK]
     path = tokens_path(name, index)
     if path.exists():
-        chunk = load_tokens(path)
-        if chunk["meta"]["instructions_sha1"] != _instruction_digest(mine):
-            raise ValueError(
-                f"{path} answers other instructions than zoo.instructions('train') now holds: the "
-                "instruction set changed since it was written; delete the chunks to rewrite them"
-            )
-        return chunk
+        return written_chunk(path, mine)
     target, tok = pair if pair is not None else zoo.load_pair(name, device="cpu")[::2]
     target.eval()
     if hf.vocab_size(target) > np.iinfo(np.uint16).max + 1:
         raise ValueError(f"{name}'s {hf.vocab_size(target)} ids do not fit the chunks' uint16 token store")
-    layers, eos = tap_layers(target), tok.eos_token_id
-    prompts = [zoo.chat_ids(tok, t) for t in mine]
-    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))  # similar lengths: little padding
-    generator = torch.Generator().manual_seed(seed * 1_000_003 + index)
-    rows, t0 = {}, time.time()
-    for sampled in (False, True):
-        for b in range(0, len(order), batch):
-            group = order[b : b + batch]
-            out = write_answers(
-                target, [prompts[i] for i in group], new_tokens, eos, sampled, generator, layers
-            )
-            rows.update({(sampled, i): row for i, row in zip(group, out)})
+    layers, prompts = tap_layers(target), [zoo.chat_ids(tok, t) for t in mine]
+    generator, t0 = torch.Generator().manual_seed(seed * 1_000_003 + index), time.time()
+    rows = answer_all(target, prompts, new_tokens, batch, tok.eos_token_id, generator, layers)
     seconds = time.time() - t0
     keys = [(s, i) for s in (False, True) for i in range(len(prompts))]
-    seqs = [rows[k]["ids"] for k in keys]
-    lengths = [len(s) for s in seqs]
-    prompt_lengths = [len(prompts[i]) for _, i in keys]
+    seqs, prompt_lengths = [rows[k]["ids"] for k in keys], [len(prompts[i]) for _, i in keys]
     meta = {
         "preset": name,
         "index": index,
@@ -181,33 +172,63 @@ def answer_chunk(name: str, index: int, new_tokens: int = 128, batch: int = 128,
         "how": f"write_answers: the frozen target in fp32 on the CPU, left-padded batches of {batch}, "
         "features captured as it wrote",
         "seconds": round(seconds, 1),
-        "answer_tokens": sum(n - p for n, p in zip(lengths, prompt_lengths)),
-        "tokens": sum(lengths),
-        "answers_ended": sum(int(s[-1]) == eos for s in seqs),
+        "answer_tokens": sum(len(s) - p for s, p in zip(seqs, prompt_lengths)),
+        "tokens": sum(len(s) for s in seqs),
+        "answers_ended": sum(int(s[-1]) == tok.eos_token_id for s in seqs),
         "torch": torch.__version__,
     }
-    feats = features_dir(name, index)
+    save_chunk(name, index, [rows[k] for k in keys], layers, keys, prompt_lengths, first, meta)
+    log(f"{name} chunk {index}: {meta['answer_tokens']} answer tokens in {seconds / 60:.1f} min "
+        f"({meta['answer_tokens'] / seconds * 60:.0f} a minute)")  # fmt: skip
+    return load_tokens(path)
+
+
+def written_chunk(path: Path, instructions: list[str]) -> dict:
+    """A written chunk's tokens, if it answers `instructions` (else the instruction set changed: an error)."""
+    chunk = load_tokens(path)
+    if chunk["meta"]["instructions_sha1"] != _instruction_digest(instructions):
+        raise ValueError(
+            f"{path} answers other instructions than zoo.instructions('train') now holds: the "
+            "instruction set changed since it was written; delete the chunks to rewrite them"
+        )
+    return chunk
+
+
+def answer_all(target, prompts, new_tokens: int, batch: int, eos: int, generator, layers) -> dict:
+    """Both answers to every prompt (write_answers, `batch` prompts of similar lengths at a time: little
+    padding), greedy ones first: {(sampled, prompt index): row}."""
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    rows = {}
+    for sampled in (False, True):
+        for b in range(0, len(order), batch):
+            group = order[b : b + batch]
+            out = write_answers(
+                target, [prompts[i] for i in group], new_tokens, eos, sampled, generator, layers
+            )
+            rows.update({(sampled, i): row for i, row in zip(group, out)})
+    return rows
+
+
+def save_chunk(name: str, index: int, rows: list[dict], layers, keys, prompt_lengths, first: int, meta: dict):
+    """Write a chunk: its features to the cache, then its tokens to ANSWERS_DIR (a chunk exists once it is
+    whole: written under another name, then renamed)."""
+    feats, path = features_dir(name, index), tokens_path(name, index)
     feats.mkdir(parents=True, exist_ok=True)
-    np.save(feats / "hidden.npy", torch.cat([rows[k]["hidden"] for k in keys]).numpy())
-    np.save(feats / "argmax.npy", torch.cat([rows[k]["argmax"] for k in keys]).numpy())
+    np.save(feats / "hidden.npy", torch.cat([row["hidden"] for row in rows]).numpy())
+    np.save(feats / "argmax.npy", torch.cat([row["argmax"] for row in rows]).numpy())
     (feats / "meta.json").write_text(json.dumps({"layers": list(layers), "tokens": meta["tokens"]}))
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f"{path.stem}.partial-{os.getpid()}.npz")  # a chunk exists once it is whole
+    partial = path.with_name(f"{path.stem}.partial-{os.getpid()}.npz")
     np.savez_compressed(
         partial,
-        tokens=torch.cat(seqs).numpy().astype(np.uint16),
-        lengths=np.array(lengths, dtype=np.int32),
+        tokens=torch.cat([row["ids"] for row in rows]).numpy().astype(np.uint16),
+        lengths=np.array([len(row["ids"]) for row in rows], dtype=np.int32),
         prompt_lengths=np.array(prompt_lengths, dtype=np.int32),
         sampled=np.array([s for s, _ in keys]),
         instruction=np.array([first + i for _, i in keys], dtype=np.int32),
         meta=np.array(json.dumps(meta)),
     )
     partial.rename(path)
-    log(
-        f"{name} chunk {index}: {meta['answer_tokens']} answer tokens in {seconds / 60:.1f} min "
-        f"({meta['answer_tokens'] / seconds * 60:.0f} a minute)"
-    )
-    return load_tokens(path)
 
 
 def load_tokens(path: Path) -> dict:

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from specdec_lib import hf, zoo
 from specdec_lib.training import WarmupStableDecay, adamw
+from specdec_lib.zoo_stages import cards
 
 
 def log(*a):
@@ -114,59 +115,67 @@ def sampled_windows(count: int, batch: int = 128) -> torch.Tensor:
 
 
 @torch.no_grad()
-def regenerated_windows(name: str, split: str = "train", count: int = 6144, seed: int = 0, length: int = 256,
-                        batch: int = 128, prompt_tokens: tuple[int, int] = (16, 128)) -> tuple[torch.Tensor, dict]:  # fmt: skip
+def continue_greedy_or_sampled(
+    target, ids: torch.Tensor, new_tokens: int, sampled: bool, gen
+) -> torch.Tensor:
+    """`ids` [B, P] continued by the frozen target for `new_tokens` tokens, each argmax or (`sampled`) drawn
+    at T = 1 from its exact distribution with the generator `gen`: [B, P + new_tokens]."""
+    cache = hf.new_cache(target)
+    logits, new = hf.forward_batch(target, ids, cache)[:, -1], []
+    for _ in range(new_tokens):
+        if sampled:
+            nxt = torch.multinomial(torch.softmax(logits, -1), 1, generator=gen)
+        else:
+            nxt = logits.argmax(-1, keepdim=True)
+        new.append(nxt)
+        logits = hf.forward_batch(target, nxt, cache)[:, -1]
+    return torch.cat([ids, *new], dim=1)
+
+
+@torch.no_grad()
+def regenerated_windows(
+    name: str, split: str = "train", seed: int = 0, **budget
+) -> tuple[torch.Tensor, dict]:
     """`count` windows [count, length] of the target's OWN text (self-distillation, SpecForge's recipe):
     a random cut of the `split` corpus (zoo.token_batches' shuffled windows) keeps its first P tokens, P
     drawn per batch in `prompt_tokens`, and the frozen target continues it to `length` tokens, half the
     batches greedy, half drawn at T = 1; EOS is a token like any other (a new file starts), as in the
-    tiny zoo's greedy texts. Seeded; cached in zoo.cache_dir() (rebuilt, never committed). Returns the
-    windows and a summary for the card: size, time, and how the text differs from the corpus (the
-    target's loss on it, repeated 4-grams)."""
-    path = zoo.cache_dir() / f"{name}-regenerated-{split}-seed{seed}-{count}x{length}.pt"
+    tiny zoo's greedy texts. budget: any of cards.REGENERATED's (count, length, batch, prompt_tokens).
+    Seeded; cached in zoo.cache_dir() (rebuilt, never committed). Returns the windows and a summary for
+    the card: size, time, and how the text differs from the corpus (the target's loss on it, repeated
+    4-grams)."""
+    b = cards.REGENERATED.budget_with(**budget)
+    path = zoo.cache_dir() / f"{name}-regenerated-{split}-seed{seed}-{b.count}x{b.length}.pt"
     if path.exists():
         data = torch.load(path)
         return data["windows"], data["summary"]
     target, tok = frozen_target(name)
     corpus = torch.cat(
-        zoo.token_batches(tok, split, batch, length, max_batches=-(-count // batch), seed=seed)
+        zoo.token_batches(tok, split, b.batch, b.length, max_batches=-(-b.count // b.batch), seed=seed)
     )
     gen = torch.Generator().manual_seed(seed)
     out, prompts, t0 = [], [], time.time()
-    sampled = sampled_windows(count, batch)
-    for i in range(0, count, batch):
-        P = int(torch.randint(prompt_tokens[0], prompt_tokens[1] + 1, (1,), generator=gen))
-        ids = corpus[i : i + batch, :P]
-        cache = hf.new_cache(target)
-        logits, new = hf.forward_batch(target, ids, cache)[:, -1], []
-        for _ in range(length - P):
-            if sampled[i]:
-                nxt = torch.multinomial(torch.softmax(logits, -1), 1, generator=gen)
-            else:
-                nxt = logits.argmax(-1, keepdim=True)
-            new.append(nxt)
-            logits = hf.forward_batch(target, nxt, cache)[:, -1]
-        out.append(torch.cat([ids, *new], dim=1))
+    sampled = sampled_windows(b.count, b.batch)
+    for i in range(0, b.count, b.batch):
+        P = int(torch.randint(b.prompt_tokens[0], b.prompt_tokens[1] + 1, (1,), generator=gen))
+        out.append(
+            continue_greedy_or_sampled(target, corpus[i : i + b.batch, :P], b.length - P, sampled[i], gen)
+        )
         prompts.append(P)
-        log(f"regenerated {split}: {sum(len(w) for w in out)}/{count} windows, {time.time() - t0:.0f} s")
+        log(f"regenerated {split}: {sum(len(w) for w in out)}/{b.count} windows, {time.time() - t0:.0f} s")
     windows = torch.cat(out)
-    minutes = (time.time() - t0) / 60
     summary = {
-        "recipe": f"random cuts of the {split} split keep their first P tokens (P uniform in {list(prompt_tokens)} "
-        f"per batch of {batch}); the frozen target continues each to {length} tokens, alternate batches greedy "
-        f"and at T = 1; seed {seed}",
+        "recipe": cards.REGENERATED.text(
+            "recipe", **{**vars(b), "prompt_tokens": list(b.prompt_tokens)}, split=split, seed=seed
+        ),  # fmt: skip
         "windows": len(windows),
-        "generated_tokens": sum((length - P) * len(w) for P, w in zip(prompts, out)),
+        "generated_tokens": sum((b.length - P) * len(w) for P, w in zip(prompts, out)),
         "prompt_lengths": prompts,  # P of each batch
-        "generation_minutes": round(minutes, 1),
+        "generation_minutes": round((time.time() - t0) / 60, 1),
         "statistics": text_statistics(
             target,
-            {
-                "corpus": corpus[: len(windows)],
-                "greedy": windows[~sampled],
-                "sampled_t1": windows[sampled],
-            },
-            start=prompt_tokens[1],
+            {"corpus": corpus[: len(windows)], "greedy": windows[~sampled], "sampled_t1": windows[sampled]},
+            start=b.prompt_tokens[1],
         ),
     }
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -18,18 +18,9 @@ import torch
 
 from specdec_lib import hf, zoo
 from specdec_lib.training import WarmupStableDecay, adamw
-from specdec_lib.zoo_stages import chat_data, common
+from specdec_lib.zoo_stages import cards, chat_data, common
 
-RECIPE = {  # the shipped drafter's recipe: what a resumed run must match
-    "steps": 1000,  # ~1.2 epochs of the 12 chunks' text; ~50 min at ~20 steps a minute on 2 cores
-    "batch": 8,
-    "length": 256,
-    "ttt_steps": 3,  # 4 costs a third more per step; the data, not the depth, is what the old drafter lacked
-    "draft_vocab": 8192,
-    "lr": 2e-3,
-    "chunks": 12,
-    "seed": 0,
-}
+RECIPE = cards.EAGLE3_REAL.budget  # the shipped drafter's recipe: what a resumed run must match
 
 
 @dataclass(frozen=True)
@@ -76,18 +67,8 @@ def train_eagle3_real(
     if len(chunks) < recipe["chunks"]:
         raise RuntimeError(f"only chunks {chunks} of {recipe['chunks']} are written")
     target, tok, drafter, counts = build(name, recipe)
-    opt, done, history, spent = adamw(drafter, recipe["lr"], (0.9, 0.95)), 0, [], 0.0
-    path = checkpoint_path(name)
-    if path.exists():
-        state = torch.load(path, weights_only=False)
-        if state["recipe"] != recipe:
-            raise ValueError(
-                f"{path} was trained with another recipe {state['recipe']}: delete it to start over"
-            )
-        drafter.load_state_dict(state["drafter"])
-        opt.load_state_dict(state["optimizer"])
-        done, history, spent = state["done"], state["history"], state["seconds"]
-        chat_data.log(f"eagle3 ({name}): resuming at step {done} of {recipe['steps']}")
+    opt = adamw(drafter, recipe["lr"], (0.9, 0.95))
+    done, history, spent = resume(name, recipe, drafter, opt)
     epochs = -(-recipe["steps"] * recipe["batch"] * recipe["length"] // tokens_of(name, chunks)) + 1
     batches = chat_data.feature_batches(  # from where the previous runs stopped
         name, chunks, target, recipe["batch"], recipe["length"], epochs, recipe["seed"], start=done
@@ -101,13 +82,29 @@ def train_eagle3_real(
     done = len(history)
     chat_data.log(f"eagle3 ({name}): step {done} of {recipe['steps']} after {spent / 60:.1f} min of training")
     if done < recipe["steps"]:
+        path = checkpoint_path(name)
         path.parent.mkdir(parents=True, exist_ok=True)
         torch.save({"recipe": recipe, "drafter": drafter.state_dict(), "optimizer": opt.state_dict(),
                     "done": done, "history": history, "seconds": spent}, path)  # fmt: skip
         return None
     card = finish(name, target, tok, drafter, counts, recipe, history, spent, chunks)
-    path.unlink(missing_ok=True)
+    checkpoint_path(name).unlink(missing_ok=True)
     return card
+
+
+def resume(name: str, recipe: dict, drafter, opt) -> tuple[int, list, float]:
+    """Load the previous run's checkpoint, if any, into `drafter` and `opt`: (steps done, loss log, seconds
+    of training), (0, [], 0.0) for a first run. A checkpoint of another recipe is an error."""
+    path = checkpoint_path(name)
+    if not path.exists():
+        return 0, [], 0.0
+    state = torch.load(path, weights_only=False)
+    if state["recipe"] != recipe:
+        raise ValueError(f"{path} was trained with another recipe {state['recipe']}: delete it to start over")
+    drafter.load_state_dict(state["drafter"])
+    opt.load_state_dict(state["optimizer"])
+    chat_data.log(f"eagle3 ({name}): resuming at step {state['done']} of {recipe['steps']}")
+    return state["done"], state["history"], state["seconds"]
 
 
 def tokens_of(name: str, chunks: list[int]) -> int:
@@ -117,66 +114,69 @@ def tokens_of(name: str, chunks: list[int]) -> int:
 def finish(name, target, tok, drafter, counts, recipe, history, seconds, chunks) -> dict:
     """Measure the trained drafter as every EAGLE-3 card does (zoo_stages.eagle.eagle_snapshot_eval on 30
     validation instructions), write its weights and card into the zoo, and fit its sampled slots (chapter 08)."""
-    from specdec_lib.eagle3 import train_eagle3
     from specdec_lib.zoo_stages.eagle import calibrate_sampled_slots, eagle_snapshot_eval
 
     # The drafter this one replaces, for the card: what more data and cached features bought.
     before = zoo.model_card(name, "eagle3") if zoo.has_weights("eagle3", name) else None
     texts = common.validation_greedy_texts(target, tok)
     res = eagle_snapshot_eval(drafter, target, texts, [s[:st] for s, st in zip(*texts)], eos=tok.eos_token_id)
-    data = chat_data.summary(name, chunks)
-    card = common.card_of(
-        name, "eagle3", drafter, {"feature_layers": list(drafter.feature_layers)}, train_eagle3, history,
-        recipe["batch"], recipe["length"], time.time(), loss="as the tiny-code eagle3 card's: 0.8^s-weighted soft "
-        f"CE over the draft vocabulary, training-time test, {recipe['ttt_steps']} steps",
-        schedule=f"AdamW(0.9, 0.95), lr {recipe['lr']}, warmup-stable-decay (20-step warm-up, linear decay to 10% "
-        f"over the last 20%) over {recipe['steps']} steps", seed=recipe["seed"],
-    )  # fmt: skip
-    card.update(
-        {
-            "wall_minutes": round(seconds / 60, 1),
-            "recipe": recipe,
-            "training": {
-                "how": "from cached target features (chat_data: the target's taps, last layer and argmax kept "
-                "as it wrote the text; cached_inputs), in resumable runs",
-                "steps_per_minute": round(len(history) / (seconds / 60), 2),
-                "tokens_per_minute": round(len(history) * recipe["batch"] * recipe["length"] / (seconds / 60)),
-            },
-            "data": {
-                "recipe": "the target's own answers (one greedy, one at T = 1) to the project's training "
-                "instructions (zoo.instructions('train'): templates x topics; validation and test topics held out), "
-                "in the chat template; windows of each chunk's text end to end",
-                **data,
-                "epochs_seen": round(len(history) * recipe["batch"] * recipe["length"] / data["total_tokens"], 2),
-            },
-            "draft_vocab": len(drafter.d2t),
-            "draft_vocabulary": {
-                "rule": "the ids most frequent in the training text (prompts included)",
-                "coverage_of_training_tokens": round(
-                    float(counts.sort(descending=True).values[: len(drafter.d2t)].sum() / counts.sum()), 4
-                ),
-            },
-            "loss_curve": [{"step": i, "losses": [round(x, 3) for x in history[i]]} for i in range(0, len(history), 50)],
-            "rank_acceptance": {"how": "acc[d][r] along the target's greedy answers to 30 validation instructions, depth 8", "acc": res["acc"]},
-            "calibration": {"greedy_temperature": res["greedy_temperature"]},
-            "validation": {
-                "how": "greedy decoding with EAGLE-2's tree (16 nodes, depth 8, top-4, fitted temperature) on 30 "
-                "validation instructions, 64 new tokens",
-                "tau": res["tau_greedy_eagle2_tree"],
-                "acceptance_by_depth": res["acceptance_by_depth"],
-            },
-            "torch": torch.__version__,
-        }
-    )  # fmt: skip
+    card = real_card(name, drafter, counts, recipe, history, seconds, chat_data.summary(name, chunks), res)
     if before is not None:
-        card["replaces"] = {
-            "steps": before["steps"],
-            "tokens_seen": before["tokens_seen"],
-            "wall_minutes": before["wall_minutes"],
-            "training_tokens": before["data"]["total_tokens"],
-            "validation_tau": before["validation"]["tau"],
-        }
+        card["replaces"] = replaced(before)
     zoo.save_weights(drafter, "eagle3", card, preset=name)
     calibrate_sampled_slots(name, "eagle3", texts)
     chat_data.log(f"eagle3 ({name}) saved; validation tau {res['tau_greedy_eagle2_tree']}")
     return card
+
+
+def real_card(name, drafter, counts, recipe, history, seconds, data, res) -> dict:
+    """The real preset's EAGLE-3 card: the common fields, the recipe in cards.EAGLE3_REAL's words, the
+    training speed, the data (`data`: chat_data.summary's) and the measured numbers (`res`)."""
+    from specdec_lib.eagle3 import train_eagle3
+    from specdec_lib.zoo_stages.eagle import draft_vocabulary_coverage
+
+    text = cards.EAGLE3_REAL.texts(**recipe)
+    card = common.card_of(name, "eagle3", drafter, {"feature_layers": list(drafter.feature_layers)}, train_eagle3,
+                          history, recipe["batch"], recipe["length"], time.time(), loss=text["loss"],
+                          schedule=text["schedule"], seed=recipe["seed"])  # fmt: skip
+    tokens, minutes = len(history) * recipe["batch"] * recipe["length"], seconds / 60
+    return {
+        **card,
+        "wall_minutes": round(minutes, 1),
+        "recipe": recipe,
+        "training": {
+            "how": text["training.how"],
+            "steps_per_minute": round(len(history) / minutes, 2),
+            "tokens_per_minute": round(tokens / minutes),
+        },  # fmt: skip
+        "data": {
+            "recipe": text["data.recipe"],
+            **data,
+            "epochs_seen": round(tokens / data["total_tokens"], 2),
+        },
+        "draft_vocab": len(drafter.d2t),
+        "draft_vocabulary": {
+            "rule": text["draft_vocabulary.rule"],
+            "coverage_of_training_tokens": draft_vocabulary_coverage(counts, len(drafter.d2t)),
+        },  # fmt: skip
+        "loss_curve": common.curve_of(history),
+        "rank_acceptance": {"how": text["rank_acceptance.how"], "acc": res["acc"]},
+        "calibration": {"greedy_temperature": res["greedy_temperature"]},
+        "validation": {
+            "how": text["validation.how"],
+            "tau": res["tau_greedy_eagle2_tree"],
+            "acceptance_by_depth": res["acceptance_by_depth"],
+        },  # fmt: skip
+        "torch": torch.__version__,
+    }
+
+
+def replaced(before: dict) -> dict:
+    """What the card of the drafter a new one replaces said: its budget, its text's size, its tau."""
+    return {
+        "steps": before["steps"],
+        "tokens_seen": before["tokens_seen"],
+        "wall_minutes": before["wall_minutes"],
+        "training_tokens": before["data"]["total_tokens"],
+        "validation_tau": before["validation"]["tau"],
+    }

@@ -25,8 +25,7 @@ import torch
 
 import specdec_lib as sd
 from specdec_lib import zoo
-from specdec_lib.training import Cosine
-from specdec_lib.zoo_stages import common
+from specdec_lib.zoo_stages import cards, common
 
 BATCH, LENGTH = 8, 256
 BUDGETS = {  # drafter: tokens seen (steps x 8 x 256), about 2 epochs of the 6144 regenerated windows
@@ -98,39 +97,31 @@ def finish_card(name: str, weights: str, kind: str, ladder_prompts: int | None =
     return card
 
 
-def train_eagle_ladder(name: str = "tiny-code", seed: int = 0, minutes: float = 40, lr: float = 1e-3,
-                       texts=None, val_batches: int = 20, ladder_prompts: int = 30, variant: str = "eagle",
-                       steps: int | None = None):  # fmt: skip
+def train_eagle_ladder(name: str = "tiny-code", seed: int = 0, texts=None, ladder_prompts: int = 30,
+                       variant: str = "eagle", steps: int | None = None, **budget):  # fmt: skip
     """EAGLE's drafter (chapter 07's train_eagle, its corpus recipe otherwise unchanged: AdamW, a 20-step
     warm-up, a cosine to 10%) on the regenerated windows for BUDGETS["eagle"] tokens, or `minutes`. Saves
     it as the zoo's "eagle" with the corpus stage's card fields (chapters 07 and 08 read them), then the
     recipe and the ladder's tau; then chapter 08's calibration, as the corpus stage did. variant: one of
     chapter 07's EAGLE_VARIANTS (an ablation is saved under its own name, neither calibrated nor measured
-    by the ladder). texts (the target's greedy validation texts), val_batches, ladder_prompts and steps
-    (fewer than the budget's): smaller for a smoke test."""
+    by the ladder). budget: any of cards.EAGLE's (lr, minutes, val_batches, ...). texts (the target's greedy
+    validation texts), val_batches, ladder_prompts and steps (fewer than the budget's): smaller for a smoke
+    test."""
     from specdec_lib.eagle import EAGLE_VARIANTS, EagleDrafter, train_eagle
     from specdec_lib.zoo_stages.eagle import calibrate_eagle, eagle_card
 
+    b = cards.EAGLE.budget_with(**budget)
     target, tok = common.frozen_target(name)
     torch.manual_seed(seed)
     config, w_cls = {"use_token": EAGLE_VARIANTS[variant]["use_token"]}, EAGLE_VARIANTS[variant]["w_cls"]
     drafter = EagleDrafter(target, **config)
     steps, batches, data = ladder_text(name, "eagle", steps, seed)
     t0 = time.time()
-    history = train_eagle(
-        drafter,
-        target,
-        batches,
-        minutes * 60,
-        lr,
-        w_cls,
-        max_steps=steps,
-        schedule=Cosine(20, 0.1),
-        log_every=200,
-    )
-    val = zoo.token_batches(tok, "validation", BATCH, LENGTH, max_batches=val_batches, seed=seed)
+    history = train_eagle(drafter, target, batches, b.minutes * 60, b.lr, w_cls, max_steps=steps,
+                          schedule=b.schedule, log_every=200)  # fmt: skip
+    val = zoo.token_batches(tok, "validation", b.batch, b.length, max_batches=b.val_batches, seed=seed)
     texts = texts or common.validation_greedy_texts(target, tok)
-    card = eagle_card(name, variant, drafter, target, config, w_cls, history, val, texts, t0, lr, seed)
+    card = eagle_card(name, variant, drafter, target, config, w_cls, history, val, texts, t0, seed, b)
     zoo.save_weights(drafter, variant, {**card, "data": data}, preset=name)
     if variant != "eagle":  # an ablation (chapter 07 compares the three): no calibration, no method spec
         return finish_card(name, variant, "eagle", ladder_prompts=None)
@@ -200,7 +191,7 @@ def train_eagle_stage(name: str = "tiny-code", seed: int = 0, minutes: float = 4
     # the same greedy texts for all three cards
     texts = common.validation_greedy_texts(*common.frozen_target(name))
     for variant in sorted(EAGLE_VARIANTS, key=lambda v: v == "eagle"):  # EAGLE last: it calibrates
-        card = train_eagle_ladder(name, seed, minutes, texts=texts, variant=variant, steps=steps)
+        card = train_eagle_ladder(name, seed, texts=texts, variant=variant, steps=steps, minutes=minutes)
     return card
 
 
