@@ -107,6 +107,7 @@ EXPORTS = {
         "FeatureDrafter",
         "FeatureTreeProposer",
         "EagleProposer",
+        "fresh_eagle_logits",
     ],
     "eagle2": [
         "calibration_records",

@@ -284,6 +284,23 @@ class DFlashProposer(Proposer):
     def update(self, tokens, verdict):
         self.unfed = torch.cat([self.unfed, self.drafter.context(verdict.features)])
 
+    def fresh_block(self, target, tokens):
+        """The block from scratch: the context of positions 0 .. n - 1 from a fresh target pass, fresh
+        caches, the whole block [pending, MASK, ...] at n .. n + R - 1 (R = pass_rows, the trained block
+        even when the chain is shorter) -> its rows' states [R, d]."""
+        dr, R, n, dev = self.drafter, self.pass_rows, len(tokens) - 1, tokens.device
+        ctx = dr.context(hf.hidden_states(target, tokens[None, :-1], dr.feature_layers))[0]
+        caches = [KVCache() for _ in dr.layers]
+        ids = dr.block_ids(tokens[-1:], R)[0]
+        return dr(ids, torch.arange(n, n + R, device=dev), caches, ctx, torch.arange(n, device=dev))
+
+    def fresh_draft(self, target, tokens, tree):
+        """The contract's reference (chapter 02's Proposer): row i + 1 of the fresh block drafts node i,
+        its argmax (a chain)."""
+        logits = self.drafter.logits(self.fresh_block(target, tokens))
+        assert tree.parents.tolist() == list(range(-1, len(tree) - 1)), "dflash drafts a chain"
+        return [(logits[i + 1], 0) for i in range(len(tree))]
+
 
 # %% notebooks/10_dflash.ipynb [e10-027]
 @torch.no_grad()

@@ -281,6 +281,20 @@ class DFlash2Proposer(DFlashProposer):
         tokens, q = selector.walk(self.drafter.logits(h), h, int(anchor), self.sampling, self.generator)
         return DraftTree.chain(tokens, q)
 
+    def fresh_draft(self, target, tokens, tree):
+        """The contract's reference, with a selector: node i is the best-scoring candidate of fresh row
+        i + 1 given the node before it (the anchor for node 0), scores S(a, b) on the candidates and -inf
+        elsewhere."""
+        sel = self.drafter.selector
+        if sel is None:
+            return super().fresh_draft(target, tokens, tree)
+        h = self.fresh_block(target, tokens)[1 : len(tree) + 1]
+        unary, cand = sel.candidates(self.drafter.logits(h))
+        before = torch.cat([tokens[-1:], tree.tokens[:-1]])  # the tree's own ancestors as context
+        s = sel.scores(unary, cand, before, h)
+        full = torch.full((len(tree), hf.vocab_size(target)), float("-inf"), device=s.device)
+        return [(row, 0) for row in full.scatter(-1, cand, s)]
+
 
 def load_dflash2(target, preset: str = "tiny-code", mixing: bool = True, selector: bool = True):
     """The zoo's DFlash 2 for `target`: chapter 10's DFlash backbone (frozen while DFlash 2 trained) plus

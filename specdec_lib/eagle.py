@@ -14,6 +14,7 @@ __all__ = [
     "FeatureDrafter",
     "FeatureTreeProposer",
     "EagleProposer",
+    "fresh_eagle_logits",
 ]
 
 
@@ -290,6 +291,15 @@ class FeatureTreeProposer(Proposer):
         self.cache.crop(verdict.root)  # back to the positions fed with the target's own features
         self.unfed = torch.cat([self.unfed, self.drafter.fuse(verdict.features)])
 
+    def fresh_draft(self, target, tokens, tree):
+        """The contract's reference (chapter 02's Proposer): node i is its parent's rank-r child of the
+        drafter run from scratch along the node's path (`fresh_eagle_logits`)."""
+        kids, out = tree.children(), []
+        for i, parent in enumerate(tree.parents.tolist()):
+            path = tree.tokens[tree.path_to(parent)]
+            out.append((fresh_eagle_logits(self.drafter, target, tokens, path), kids[parent].index(i)))
+        return out
+
 
 class EagleProposer(FeatureTreeProposer):
     """EAGLE-1: the drafter grows a static tree (`choices`, rank paths as in chapter 05) from the target
@@ -357,3 +367,26 @@ class EagleProposer(FeatureTreeProposer):
         self.confidence = torch.tensor(conf)
         q = torch.stack(qs) if qs else None
         return DraftTree(tokens.new_tensor(node_tokens), tokens.new_tensor(parents), q)
+
+    def fresh_draft(self, target, tokens, tree):
+        """The shared reference, and the static tree must be exactly its rank paths within its depth."""
+        kids, ranks = tree.children(), []
+        for i, parent in enumerate(tree.parents.tolist()):
+            ranks.append((ranks[parent] if parent >= 0 else ()) + (kids[parent].index(i),))
+        want = [c for c in self.choices if len(c) <= int(tree.depth().max())]
+        assert sorted(ranks) == sorted(want), f"eagle drafted the rank paths {ranks}, not its tree {want}"
+        return super().fresh_draft(target, tokens, tree)
+
+
+def fresh_eagle_logits(drafter: FeatureDrafter, target, tokens, path) -> torch.Tensor:
+    """A feature drafter's logits after the committed `tokens` (the last one pending) and a draft `path`
+    of token ids, from scratch: the target's features over the committed text (position j reads
+    [e(t_{j+1}) ; f_j]), then each drafted token paired with the drafter's own previous guess; no cache."""
+    n = len(tokens) - 1
+    hidden = hf.hidden_states(target, tokens[None, :-1], drafter.feature_layers)
+    feats, ahead = drafter.fuse(hidden)[0], tokens[1:]  # EAGLE: the last layer; EAGLE-3: three, fused
+    guess = drafter(feats, ahead, torch.arange(n, device=tokens.device))[-1]  # f^_n, the root's guess
+    for t in path:
+        feats, ahead = torch.cat([feats, guess[None]]), torch.cat([ahead, ahead.new_tensor([int(t)])])
+        guess = drafter(feats, ahead, torch.arange(len(ahead), device=tokens.device))[-1]
+    return drafter.logits(guess)

@@ -257,6 +257,14 @@ class MedusaProposer(Proposer):
     def update(self, tokens, verdict):
         self.h = verdict.features[-1][-1]  # the last kept position: its LM head chose the new pending token
 
+    def fresh_draft(self, target, tokens, tree):
+        """The contract's reference (chapter 02's Proposer): the heads on the target's last hidden state
+        at the position that chose the pending token, recomputed; node (r_1 .. r_d) is head d's rank r_d."""
+        h = hf.hidden_states(target, tokens[None, :-1], (-1,))[-1][0, -1]
+        logits = self.heads(h).float()
+        choices = [c for c in self.choices if len(c) <= int(tree.depth().max())]
+        return [(logits[len(c) - 1], c[-1]) for c in choices]
+
 
 # %% notebooks/05_medusa.ipynb [c044]
 def typical_verifier(epsilon: float = 0.09, delta: float = 0.3):

@@ -11,12 +11,13 @@
     make_proposer("eagle3", target)              # EAGLE-3's drafter in EAGLE-2's tree (16 nodes)
 
 A spec is `NAME[:ARG]`. Every method the course builds is one `register(...)` call below, and the entry
-carries everything the rest of the library reads about it: the contract test runs on every entry and
-checks its drafts against the entry's fresh reference (`specdec_lib.contract`); the zoo trainer's
-`--stage` choices and its check that every shipped weight has a trainer come from `zoo_stage`; the
-benchmark's default methods from `bench`; the zoo's messages from `zoo_weights`. So a new method is one
-`register(...)` call, here or in a file of its own that is imported (tests/test_registry.py adds a toy
-method that way). Builders import their chapter lazily, so a half-finished chapter never breaks the
+carries everything the rest of the library reads about it: the contract test runs on every entry (its
+flags `branches`, `reranks` and `samples` pick the checks that need them) and checks its drafts against
+the proposer's own fresh reference, the `fresh_draft` method beside its class (chapter 02's Proposer);
+the zoo trainer's `--stage` choices and its check that every shipped weight has a trainer come from
+`zoo_stage`; the benchmark's default methods from `bench`; the zoo's messages from `zoo_weights`. So a new
+method is its proposer class and one `register(...)` call, here or in a file of its own that is imported
+(tests/test_registry.py adds a toy method that way). Builders import their chapter lazily, so a half-finished chapter never breaks the
 methods of the chapters before it.
 """
 
@@ -29,21 +30,21 @@ from dataclasses import dataclass
 
 import torch
 
-from specdec_lib import contract, hf, zoo
+from specdec_lib import hf, zoo
 
 WEIGHTS = ("zoo", "random")
 
 
 @dataclass(frozen=True)
 class Method:
-    """One registered method. `build(arg, target, draft, weights)` returns a fresh proposer; `arg` is
-    the text after the colon ("" when absent)."""
+    """One registered method. `build(arg, target, draft, weights)` returns a fresh proposer (with its
+    contract reference, a `fresh_draft` method: chapter 02's Proposer); `arg` is the text after the colon
+    ("" when absent)."""
 
     name: str
     build: Callable
     chapter: int
     summary: str
-    fresh_draft: Callable  # its greedy drafts recomputed from scratch (specdec_lib.contract)
     example: str  # a spec that the contract test uses
     needs_draft: bool = False  # a separate draft model (chain, tree)
     zoo_weights: str | None = None  # the trained weights it loads from the zoo (None: no weights)
@@ -53,6 +54,7 @@ class Method:
     law_example: str | None = None  # a spec small enough to enumerate every random draw (None: example)
     branches: bool = False  # its trees have siblings, drawn together from one distribution when sampling
     reranks: bool = False  # it grows a dynamic tree and keeps its best nodes (EAGLE-2's re-rank)
+    samples: bool = False  # sampling, its drafts are draws reported with their q (not point masses)
 
     @property
     def examples(self) -> tuple[str, ...]:
@@ -77,7 +79,6 @@ def register(
     *,
     chapter: int,
     summary: str,
-    fresh_draft: Callable,
     example: str | None = None,
     needs_draft: bool = False,
     zoo_weights: str | None = None,
@@ -87,21 +88,24 @@ def register(
     law_example: str | None = None,
     branches: bool = False,
     reranks: bool = False,
+    samples: bool = False,
 ) -> Method:
     """Add a method (or replace one of the same name) and return its entry.
 
-    build(arg, target, draft, weights) -> a fresh proposer; fresh_draft(proposer, target, tokens, tree)
-    -> [(logits, rank)] per node, the contract test's reference (see specdec_lib.contract); zoo_weights
+    build(arg, target, draft, weights) -> a fresh proposer, whose method fresh_draft(target, tokens, tree)
+    -> [(logits, rank)] per node is the contract test's reference (chapter 02's Proposer); zoo_weights
     and zoo_stage: the zoo weights it loads and the zoo_train stage that trains them (both or neither);
     bench: the specs the benchmark runs by default (none: only when asked); modes: the "+MODE" suffixes
     its specs accept (e.g. "topk" for "eagle2:16+topk"), each covered by the contract test; law_example: a
     smaller spec for the exact enumeration of the sampling law (default: example); branches: its trees
     have siblings (the contract checks their q is conditioned on the elder siblings); reranks: it keeps
-    the best of a grown tree's nodes (the contract checks that a re-rank of the drawn tokens is caught)."""
+    the best of a grown tree's nodes (the contract checks that a re-rank of the drawn tokens is caught);
+    samples: when sampling, its drafts carry q, the distribution each was drawn from (the contract checks
+    that a proposer lying about q is caught, and that the flag says what the proposer does)."""
     if not name or ":" in name:
         raise ValueError(f"a method name is a non-empty word without ':', got {name!r}")
-    if not callable(build) or not callable(fresh_draft):
-        raise ValueError(f"{name}: build and fresh_draft must be callables")
+    if not callable(build):
+        raise ValueError(f"{name}: build must be a callable")
     if (zoo_weights is None) != (zoo_stage is None):
         raise ValueError(f"{name}: zoo weights need the zoo_train stage that trains them, and only they")
     if reranks and not branches:
@@ -116,7 +120,6 @@ def register(
         build,
         chapter,
         summary,
-        fresh_draft,
         example or name,
         needs_draft,
         zoo_weights,
@@ -126,6 +129,7 @@ def register(
         law_example,
         branches,
         reranks,
+        samples,
     )
     return METHODS[name]
 
@@ -405,8 +409,8 @@ register(
     summary="a separate draft model drafts a chain of K tokens (classic speculative decoding)",
     example="chain:3",
     needs_draft=True,
-    fresh_draft=contract.fresh_chain,
     bench=("chain:4", "chain:2"),
+    samples=True,
 )
 register(
     "tree",
@@ -416,11 +420,11 @@ register(
     "children are drawn without replacement from the draft (tree:A-B-C+topk: its top-k picks)",
     example="tree:2-2-1",
     needs_draft=True,
-    fresh_draft=contract.fresh_tree,
     bench=("tree:3-2-1",),
     modes=("topk",),
     law_example="tree:2-1",
     branches=True,
+    samples=True,
 )
 register(
     "medusa",
@@ -430,12 +434,12 @@ register(
     "head's tokens are drawn without replacement (medusa:NODES+topk: its top-k picks)",
     example="medusa:16",
     zoo_weights="medusa",
-    fresh_draft=contract.fresh_medusa,
     zoo_stage="heads",
     bench=("medusa:16",),
     modes=("topk",),
     law_example="medusa:4",
     branches=True,
+    samples=True,
 )
 register(
     "mtp-independent",
@@ -443,9 +447,9 @@ register(
     chapter=6,
     summary="independent multi-token-prediction heads (Gloeckle et al.) draft a chain",
     zoo_weights="mtp-independent",
-    fresh_draft=contract.fresh_mtp,
     zoo_stage="heads",
     bench=("mtp-independent",),
+    samples=True,
 )
 register(
     "mtp-sequential",
@@ -453,9 +457,9 @@ register(
     chapter=6,
     summary="sequential MTP modules (DeepSeek-V3) draft a chain, each depth reading the one before",
     zoo_weights="mtp-sequential",
-    fresh_draft=contract.fresh_mtp,
     zoo_stage="heads",
     bench=("mtp-sequential",),
+    samples=True,
 )
 register(
     "eagle",
@@ -465,12 +469,12 @@ register(
     "children are drawn without replacement (eagle:NODES+topk: its top-k picks)",
     example="eagle:8",
     zoo_weights="eagle",
-    fresh_draft=contract.fresh_eagle,
     zoo_stage="eagle",
     bench=("eagle:16",),
     modes=("topk",),
     law_example="eagle:4",
     branches=True,
+    samples=True,
 )
 register(
     "eagle2",
@@ -481,13 +485,13 @@ register(
     "and ranked by its measured acceptance, from the card (+topk: the drafter's top-k picks, point masses)",
     example="eagle2:8",
     zoo_weights="eagle",
-    fresh_draft=contract.fresh_eagle,
     zoo_stage="eagle",
     bench=("eagle2:16", "eagle2:16+topk"),
     modes=("topk",),
     law_example="eagle2:3-2",
     branches=True,
     reranks=True,
+    samples=True,
 )
 register(
     "eagle3",
@@ -497,13 +501,13 @@ register(
     "test, grows EAGLE-2's dynamic tree of TOTAL nodes (eagle3:TOTAL-DEPTH: at most DEPTH deep; +topk as eagle2's)",
     example="eagle3:8",
     zoo_weights="eagle3",
-    fresh_draft=contract.fresh_eagle,
     zoo_stage="eagle3",
     bench=("eagle3:16", "eagle3:12-4", "eagle3:16+topk"),
     modes=("topk",),
     law_example="eagle3:3-2",
     branches=True,
     reranks=True,
+    samples=True,
 )
 register(
     "dflash",
@@ -513,9 +517,9 @@ register(
     "fills a whole block [anchor, MASK, ...] in ONE pass, drafting a chain of BLOCK - 1 tokens",
     example="dflash:8",
     zoo_weights="dflash",
-    fresh_draft=contract.fresh_dflash,
     zoo_stage="dflash",
     bench=("dflash:8", "dflash:16", "dflash:4"),  # chapter 10 compares the block sizes
+    samples=True,
 )
 register(
     "dflash2",
@@ -526,10 +530,10 @@ register(
     "dflash2:B+mixing keep one part only (the ablation)",
     example="dflash2:4",
     zoo_weights="dflash2",
-    fresh_draft=contract.fresh_dflash2,
     zoo_stage="dflash2",
     bench=("dflash2:16", "dflash2:16+selector"),
     modes=("selector", "mixing"),
+    samples=True,
 )
 register(
     "ngram",
@@ -538,6 +542,5 @@ register(
     summary="prompt lookup: copy the K tokens that followed the latest earlier occurrence of the text's last "
     "N (default 3, then fewer) tokens; no model at all",
     example="ngram:4",
-    fresh_draft=contract.fresh_ngram,
     bench=("ngram:8",),
 )

@@ -244,6 +244,22 @@ class MTPProposer(Proposer):
                 cache.crop(keep)
                 self.outs[k - 1] = self.outs[k - 1][:keep]
 
+    def fresh_draft(self, target, tokens, tree):
+        """The contract's reference (chapter 02's Proposer): the target's features over positions 0 .. n - 1
+        (n: the pending token) recomputed, then every block run over all of them, teacher-forced along the
+        drafts, without a cache."""
+        mtp, n = self.mtp, len(tokens) - 1
+        h = hf.hidden_states(target, tokens[None, :-1], (mtp.feature_layer,))[mtp.feature_layer][0]
+        positions, out = torch.arange(n, device=tokens.device), []
+        ext = torch.cat([tokens, tree.tokens])
+        for k in range(1, len(tree) + 1):
+            if self.sequential:  # module k at position j reads h^{k-1}_j and the token at j + k
+                h = mtp.mtp[k - 1](h, mtp.embed(ext[k : k + n]), positions)
+                out.append((mtp.logits(k, h[-1]), 0))
+            else:  # head k reads the trunk features only
+                out.append((mtp.logits(k, mtp.heads[k - 1](h, positions)[-1]), 0))
+        return out
+
 
 # %% notebooks/06_mtp.ipynb [c049]
 def load_mtp(target, kind: str = "sequential", preset: str = "tiny-code"):

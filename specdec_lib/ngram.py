@@ -7,6 +7,9 @@ __all__ = [
 
 
 # %% notebooks/12_recap_benchmark.ipynb [e12-022b]
+import torch
+
+from specdec_lib import hf
 from specdec_lib.autoregressive import check_int
 from specdec_lib.speculative import DraftTree, Proposer
 
@@ -36,3 +39,16 @@ class PromptLookupProposer(Proposer):
                 start = int(hits[-1]) + n  # right after the latest occurrence
                 return DraftTree.chain(tokens[start : start + k].clone())
         return None
+
+    def fresh_draft(self, target, tokens, tree):
+        """The contract's reference (chapter 02's Proposer): the same lookup in plain Python, its copies as
+        one-hot logits (the latest earlier occurrence of the longest suffix of at most max_ngram tokens)."""
+        seq, want = tokens.tolist(), None
+        for n in range(min(self.max_ngram, len(seq) - 1), 0, -1):
+            starts = [i for i in range(len(seq) - n) if seq[i : i + n] == seq[-n:]]
+            if starts:
+                want = torch.tensor(seq[starts[-1] + n :][: len(tree)])
+                break
+        got = tree.tokens.tolist()
+        assert want is not None and want.tolist() == got, f"ngram drafted {got}"
+        return [(row, 0) for row in torch.nn.functional.one_hot(want, hf.vocab_size(target)).float()]

@@ -292,14 +292,21 @@ class Proposer(Protocol):
       distribution node i was drawn from, given its ancestors and elder siblings: what keeps the
       verifier lossless. Every random draw uses `generator`.
       Fresh equality: at T = 0 the tree equals what the method's drafter computes from a fresh,
-      teacher-forced pass over the committed text (each registry entry names that reference), so its
-      caches and stored features are right, not merely harmless.
+      teacher-forced pass over the committed text (`fresh_draft`, below), so its caches and stored
+      features are right, not merely harmless.
     - `update(tokens, verdict)`: after the round, `tokens` is the committed sequence (it ends with
       `verdict.tokens`); the round's root was at position `verdict.root`, `verdict.accepted` nodes
       (`verdict.path`) were kept, and `verdict.features[l]` holds the target's hidden states at the root
       and at those nodes, positions root .. root + accepted. Roll every cache back to what the committed
       text justifies, from these fields: positions come from the verdict, never from arithmetic on
       `tokens`.
+
+    The method the contract test needs (optional at runtime, required of a registered method):
+    - `fresh_draft(target, tokens, tree)` -> [(logits [V], rank), ...], one pair per node of the greedy
+      `tree` drafted after `tokens`: what the drafter computes for that node from a FRESH, teacher-forced
+      pass (no cache; the target's features recomputed; the node's ancestors as context). Node i must be
+      the rank-`rank` choice of its logits (its place among its siblings, 0 in a chain). A caching slip
+      (a stale key, a feature one position off) can be lossless, so greedy equality alone cannot see it.
     """
 
     feature_layers: tuple[int, ...] = ()
@@ -367,6 +374,12 @@ class DraftModelProposer(Proposer):
     def update(self, tokens, verdict):
         # Keep only cache entries of committed tokens: the accepted drafts are valid, the rest is dropped.
         self.runner.crop(self.cache, verdict.next_root)
+
+    def fresh_draft(self, target, tokens, tree):
+        """The contract's reference (see Proposer): node i is the draft's argmax after the committed text
+        and nodes 0 .. i - 1, from a fresh pass without a cache."""
+        ext = torch.cat([tokens, tree.tokens])
+        return [(hf.forward(self.draft, ext[: len(tokens) + i]).logits[-1], 0) for i in range(len(tree))]
 
 
 # %% notebooks/02_draft_and_verify.ipynb [c019]

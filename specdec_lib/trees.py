@@ -188,6 +188,15 @@ class TreeDraftProposer(Proposer):
         kept = [node for node in verdict.path if node < self.fed]
         self.runner.keep(self.cache, start, torch.tensor(kept, dtype=torch.long))
 
+    def fresh_draft(self, target, tokens, tree):
+        """The contract's reference (chapter 02's Proposer): node i is its parent's rank-r child of the
+        draft's logits after the committed text and the node's path, from a fresh pass without a cache."""
+        kids, out = tree.children(), []
+        for i, parent in enumerate(tree.parents.tolist()):
+            context = torch.cat([tokens, tree.tokens[tree.path_to(parent)]])
+            out.append((hf.forward(self.draft, context).logits[-1], kids[parent].index(i)))
+        return out
+
 
 # %% notebooks/04_draft_trees.ipynb [1afecc1a]
 def first_token_law(p, siblings, qs, update=True):

@@ -227,8 +227,8 @@ def record_drafts(prop, drafted: list):
 
 # --------------------------------------------- the greedy contract's checks (test_contract, test_real_model)
 def spy(name, prop, target):
-    """Wrap `prop.propose` so that every greedy draft is checked against the registry's fresh reference."""
-    from specdec_lib import methods
+    """Wrap `prop.propose` so that every greedy draft is checked against the proposer's fresh reference
+    (its `fresh_draft` method)."""
     from specdec_lib.contract import check_draft_is_fresh
 
     propose = prop.propose
@@ -237,7 +237,7 @@ def spy(name, prop, target):
         tree = propose(tokens, max_depth)
         if tree is not None and len(tree):
             assert int(tree.depth().max()) <= max_depth
-            check_draft_is_fresh(methods.METHODS[name].fresh_draft, prop, target, tokens, tree, name=name)
+            check_draft_is_fresh(prop, target, tokens, tree, name=name)
         return tree
 
     prop.propose = checked

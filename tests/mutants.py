@@ -99,8 +99,8 @@ MUTANTS = {
         "specdec_lib/autoregressive.py",
         [
             (
-                "    return int(torch.searchsorted(cdf, u * cdf[-1], right=True))",
-                "    return int(torch.searchsorted(cdf, u, right=True).clamp(max=len(probs) - 1))",
+                "    token = int(torch.searchsorted(cdf, u * cdf[-1], right=True))",
+                "    token = int(torch.searchsorted(cdf, u, right=True).clamp(max=len(probs) - 1))",
             )
         ],
     ),

@@ -9,9 +9,10 @@
    with top-p 0.9 (and top-k 3), computed EXACTLY by enumerating every random draw of the proposer and
    the verifier (tiny random models, untrained weights).
 
-A new method gets all four by registering: its entry names its fresh reference (`fresh_draft`).
-The last tests show that the contract has teeth: broken proposers, a lying proposer (right tokens,
-wrong q) and a broken verifier all fail it.
+A new method gets all four by registering; its proposer computes the fresh reference of 2. itself (its
+`fresh_draft` method, chapter 02's Proposer), and the entry's flags pick the checks that need them
+(`branches`, `reranks`, `samples`). The last tests show that the contract has teeth: broken proposers, a
+lying proposer (right tokens, wrong q) and a broken verifier all fail it.
 """
 
 import copy
@@ -38,10 +39,14 @@ SPECS = [spec for m in methods.METHODS.values() for spec in m.examples]  # every
 LAW_SPECS = [spec for m in methods.METHODS.values() for spec in m.law_examples]  # small enough to enumerate
 BRANCHING = [m.law_examples[0] for m in methods.METHODS.values() if m.branches]  # trees with siblings
 RERANKING = [m.name for m in methods.METHODS.values() if m.reranks]  # dynamic trees that keep their best
+# Drafts that carry q (each method's smallest law spec; a lying tree:2-1 takes 30 s to enumerate, and one
+# level of siblings shows the lie as well), and one tree of top-k picks (point masses, q None).
+SMALLER = {"tree": "tree:2"}
+LYING = [SMALLER.get(m.name, m.law_examples[0]) for m in methods.METHODS.values() if m.samples]
+LYING += ["eagle2:3-2+topk"]
 
-
-# The fresh, teacher-forced references live in the registry: `methods.METHODS[name].fresh_draft`, one of
-# specdec_lib.contract's functions for the course's methods (or a method's own, registered with it).
+# The fresh, teacher-forced references live beside the proposers: each class's `fresh_draft` method
+# (chapter 02's Proposer), which `conftest.spy` checks every greedy round against.
 
 
 # ------------------------------------------------------------------------------ the greedy contract
@@ -51,11 +56,6 @@ def zoo():
     prompts = [torch.tensor(tok.encode(p))[-48:] for p in sd.heldout_prompts(3)]
     refs = [generate_ar(target, p, 20) for p in prompts]
     return target, draft, prompts, refs
-
-
-def test_every_method_has_a_fresh_reference():
-    missing = sorted(n for n, m in methods.METHODS.items() if not callable(m.fresh_draft))
-    assert not missing, f"register a fresh teacher-forced reference (fresh_draft=...) for: {missing}"
 
 
 # Both target runners (issue 50): transformers' growing cache, and the preallocated one written in place,
@@ -156,6 +156,32 @@ SAMPLINGS = {
 @pytest.fixture(scope="module")
 def tiny():
     return tiny_model(vocab=8, seed=0, scale=3.0), tiny_model(vocab=8, seed=1, layers=1, scale=3.0)
+
+
+@pytest.mark.parametrize("name", list(methods.METHODS))
+def test_each_entry_says_what_its_proposer_does(name, tiny):
+    """The contract's inputs from each method: its proposer has the fresh reference (`fresh_draft`), and
+    its entry's `samples` flag is true exactly when its sampled drafts carry q (the lying-proposer check
+    runs on those). The prompt repeats itself, so that prompt lookup drafts too."""
+    target, draft = tiny
+    method, carried = methods.METHODS[name], []
+    prop = sd.make_proposer(method.law_examples[0], target, draft, weights="random")
+    assert callable(getattr(prop, "fresh_draft", None)), (
+        f"{name}: {type(prop).__name__} needs a fresh_draft(target, tokens, tree) method (chapter 02's Proposer)"
+    )
+    propose = prop.propose
+
+    def recorded(tokens, max_depth):
+        tree = propose(tokens, max_depth)
+        carried.extend([] if tree is None else [tree.q is not None])
+        return tree
+
+    prop.propose = recorded
+    sd.generate(target, torch.tensor([1, 2, 3, 1, 2]), 6, prop, temperature=1.0, seed=0)
+    assert carried, f"{name} drafted nothing"
+    assert all(carried) == any(carried) == method.samples, (
+        f"{name}: samples={method.samples} in its entry, but its sampled drafts carry q: {carried}"
+    )
 
 
 @pytest.mark.parametrize("config", SAMPLINGS)
@@ -390,19 +416,7 @@ class LyingTopK(LyingProposer):
         return DraftTree(tree.tokens, tree.parents, q)
 
 
-@pytest.mark.parametrize(
-    "spec",
-    [
-        "chain:3",
-        "mtp-sequential",
-        "eagle:4",
-        "eagle2:3-2",
-        "eagle3:3-2",
-        "eagle2:3-2+topk",
-        "dflash:4",
-        "dflash2:4",
-    ],
-)
+@pytest.mark.parametrize("spec", LYING)
 def test_a_lying_proposer_is_caught(spec, tiny, monkeypatch):
     target, draft = tiny
     sampling, max_new = SAMPLINGS["T=0.7 top-k 3 top-p 0.9"]

@@ -9,8 +9,14 @@ from conftest import tiny_model
 
 from specdec_lib import hf
 from specdec_lib.autoregressive import SamplingParams, process_logits
-from specdec_lib.contract import fresh_eagle_logits
-from specdec_lib.eagle import EagleDrafter, EagleProposer, eagle_choices, eagle_loss, load_eagle
+from specdec_lib.eagle import (
+    EagleDrafter,
+    EagleProposer,
+    eagle_choices,
+    eagle_loss,
+    fresh_eagle_logits,
+    load_eagle,
+)
 from specdec_lib.eagle2 import Eagle2Proposer, rerank
 from specdec_lib.speculative import DraftTree
 

@@ -52,20 +52,36 @@ def test_the_registry_feeds_the_benchmark_and_the_zoo_trainer(toy, monkeypatch):
 
     assert "toy:2" in methods.bench_defaults()
     zoo_train.check_stages()  # no weights: nothing to train
-    methods.register("toy", toy.build, chapter=12, summary="x", fresh_draft=toy.fresh_draft,
-                     zoo_weights="toy", zoo_stage="toy")  # fmt: skip
+    methods.register("toy", toy.build, chapter=12, summary="x", zoo_weights="toy", zoo_stage="toy")
     assert methods.zoo_stages()["toy"] == ["toy"]
     with pytest.raises(SystemExit, match="add the missing trainer"):
         zoo_train.check_stages()
 
 
 def test_register_refuses_an_incomplete_entry(toy):
-    args = {"chapter": 12, "summary": "x", "fresh_draft": toy.fresh_draft}
+    args = {"chapter": 12, "summary": "x"}
     with pytest.raises(ValueError, match="zoo_train stage"):
         methods.register("toy", toy.build, zoo_weights="toy", **args)
     with pytest.raises(ValueError, match="its own"):
         methods.register("toy", toy.build, bench=("chain:4",), **args)
-    with pytest.raises(ValueError, match="callables"):
-        methods.register("toy", toy.build, **{**args, "fresh_draft": None})
+    with pytest.raises(ValueError, match="callable"):
+        methods.register("toy", None, **args)
     with pytest.raises(TypeError):
-        methods.register("toy", toy.build, chapter=12, summary="x")  # no fresh reference: no entry
+        methods.register("toy", toy.build, chapter=12)  # no summary: no entry
+
+
+def test_a_proposer_without_its_fresh_reference_fails_the_contract_clearly(toy):
+    """The contract's check of fresh drafts reads only the proposer's `fresh_draft` method: a proposer
+    without one is refused with a message that names it (test_contract also checks every entry has one)."""
+    import torch
+    import toy_method
+
+    from specdec_lib.contract import check_draft_is_fresh
+    from specdec_lib.speculative import DraftTree
+
+    class NoReference(toy_method.RepeatProposer):
+        fresh_draft = None  # a proposer class that never defined its reference
+
+    tree = DraftTree.chain(torch.tensor([3, 3]))
+    with pytest.raises(TypeError, match="fresh_draft"):
+        check_draft_is_fresh(NoReference(2), None, torch.tensor([1, 3]), tree, name="toy")

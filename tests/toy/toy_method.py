@@ -1,5 +1,6 @@
-"""A toy method in ONE file: registering it is all it takes for the proposer contract test, the benchmark
-and the zoo trainer to know it (tests/test_registry.py loads it as a pytest plugin: `-p toy_method`).
+"""A toy method in ONE file: its proposer class (with `fresh_draft`, the contract test's reference) and
+one `register(...)` are all it takes for the proposer contract test, the benchmark and the zoo trainer to
+know it (tests/test_registry.py loads it as a pytest plugin: `-p toy_method`).
 
 It guesses that the text repeats: each drafted token is drawn from q = the processed distribution of
 logits that favour the token before it (greedy: k copies of the pending token). Its lying twin, "toy-liar",
@@ -41,11 +42,11 @@ class RepeatProposer(Proposer):
         self.forwards += 1
         return DraftTree.chain(tokens.new_tensor(drafted), q)
 
-
-def fresh_repeat(prop, target, tokens, tree):
-    """Node i is the argmax of the logits after the token before it (the pending token for node 0)."""
-    before = torch.cat([tokens[-1:], tree.tokens[:-1]])
-    return [(prop.logits(int(t)), 0) for t in before]
+    def fresh_draft(self, target, tokens, tree):
+        """The contract's reference: node i is the argmax of the logits after the token before it (the
+        pending token for node 0)."""
+        before = torch.cat([tokens[-1:], tree.tokens[:-1]])
+        return [(self.logits(int(t)), 0) for t in before]
 
 
 methods.register(
@@ -53,9 +54,9 @@ methods.register(
     lambda arg, target, draft, weights: RepeatProposer(int(arg or 2)),
     chapter=12,
     summary="a toy: drafts k copies of the pending token (tests/toy/toy_method.py)",
-    fresh_draft=fresh_repeat,
     example="toy:2",
     bench=("toy:2",),
+    samples=True,
 )
 
 
@@ -68,6 +69,6 @@ methods.register(
     lambda arg, target, draft, weights: LyingRepeatProposer(int(arg or 2)),
     chapter=12,
     summary="the toy's lying twin: the right tokens, q shifted by one token id",
-    fresh_draft=fresh_repeat,
     example="toy-liar:2",
+    samples=True,
 )
