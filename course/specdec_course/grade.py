@@ -576,7 +576,7 @@ def course_submissions(course: Path, assignment: str) -> list[tuple[str, Path]]:
     return [(p.parents[1].name, p) for p in sorted(Path(course).glob(f"submitted/*/{assignment}/*.ipynb"))]
 
 
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("submissions", nargs="*", type=Path)
     ap.add_argument("--course", type=Path, help="an nbgrader course folder (with submitted/<student>/...)")
@@ -619,52 +619,62 @@ def main(argv=None) -> int:
         help="phase 2 (where students' code runs): write each run here, judge nothing",
     )
     ap.add_argument("--judge", type=Path, help="phase 3 (teacher's side): judge the runs in this folder")
-    args = ap.parse_args(argv)
-    teacher = args.teacher or TEACHER
-    secret = args.secret_file.read_text(encoding="utf-8").strip() if args.secret_file else None
+    return ap
 
-    def need_teacher():
-        if not (teacher / "specdec_teacher").is_dir():
-            ap.error(
-                f"the teacher's package is missing ({teacher / 'specdec_teacher'}): grade from a clone, or --teacher"
-            )
 
-    def assignments_of(student: str) -> list[dict]:
-        if not args.assignments:
-            ap.error("--records-out and --judge need --assignments (the file of --write-assignments)")
-        per_student = json.loads(args.assignments.read_text(encoding="utf-8"))["students"]
-        if student not in per_student:
-            ap.error(f"{student} is not among the students of {args.assignments}: write it with --students")
-        return per_student[student]
+def _need_teacher(ap, teacher: Path) -> None:
+    if not (teacher / "specdec_teacher").is_dir():
+        ap.error(
+            f"the teacher's package is missing ({teacher / 'specdec_teacher'}): grade from a clone, or --teacher"
+        )
 
-    if args.write_assignments:
-        need_teacher()
-        if not args.students:
-            ap.error("--write-assignments needs --students: each student's hidden cases are their own")
-        sources = [args.source] if args.source else sorted(NB_DIR.glob("[0-9][0-9]_*.ipynb"))
-        data = {
-            "students": {
-                name: [assignment(p, student_secret(secret, name), teacher) for p in sources]
-                for name in args.students
-            }
+
+def _assignments_of(ap, args, student: str) -> list[dict]:
+    """A student's plans from --assignments (phase 1's file)."""
+    if not args.assignments:
+        ap.error("--records-out and --judge need --assignments (the file of --write-assignments)")
+    per_student = json.loads(args.assignments.read_text(encoding="utf-8"))["students"]
+    if student not in per_student:
+        ap.error(f"{student} is not among the students of {args.assignments}: write it with --students")
+    return per_student[student]
+
+
+def _write_assignments(ap, args, teacher: Path, secret: str | None) -> int:
+    """Phase 1 (the teacher's side): each student's plans of --source (default: every chapter)."""
+    _need_teacher(ap, teacher)
+    if not args.students:
+        ap.error("--write-assignments needs --students: each student's hidden cases are their own")
+    sources = [args.source] if args.source else sorted(NB_DIR.glob("[0-9][0-9]_*.ipynb"))
+    data = {
+        "students": {
+            name: [assignment(p, student_secret(secret, name), teacher) for p in sources]
+            for name in args.students
         }
-        args.write_assignments.write_text(json.dumps(data, ensure_ascii=False) + "\n", encoding="utf-8")
-        chapters = ", ".join(p.stem for p in sources)
-        print(f"wrote {args.write_assignments}: the plans of {chapters} for {len(args.students)} students")
-        return 0
-    if args.judge:
-        need_teacher()
-        results = []
-        for student, files in judged_runs(args.judge).items():
-            try:
-                if len(files) != 1:
-                    raise ValueError(f"{len(files)} run files in its folder, one expected: record it again")
-                run = json.loads(files[0].read_text(encoding="utf-8")) | {"student": student}
-                mine = student_secret(secret, student)
-                results.append(judge_submission(run, assignments_of(student), mine, teacher))
-            except Exception as e:  # a run file that is not what phase 2 writes: that student only
-                results.append(_failed(student, files[0], e))
-        return _report(results, args)
+    }
+    args.write_assignments.write_text(json.dumps(data, ensure_ascii=False) + "\n", encoding="utf-8")
+    chapters = ", ".join(p.stem for p in sources)
+    print(f"wrote {args.write_assignments}: the plans of {chapters} for {len(args.students)} students")
+    return 0
+
+
+def _judge_folder(ap, args, teacher: Path, secret: str | None) -> int:
+    """Phase 3 (the teacher's side): judge the runs phase 2 wrote into --judge."""
+    _need_teacher(ap, teacher)
+    results = []
+    for student, files in judged_runs(args.judge).items():
+        try:
+            if len(files) != 1:
+                raise ValueError(f"{len(files)} run files in its folder, one expected: record it again")
+            run = json.loads(files[0].read_text(encoding="utf-8")) | {"student": student}
+            mine = student_secret(secret, student)
+            results.append(judge_submission(run, _assignments_of(ap, args, student), mine, teacher))
+        except Exception as e:  # a run file that is not what phase 2 writes: that student only
+            results.append(_failed(student, files[0], e))
+    return _report(results, args)
+
+
+def _submissions(ap, args) -> list[tuple[str, Path]]:
+    """(student, notebook) for each named submission and each of --course's, one per student."""
     todo = [(student_name(p, args.name_from), p) for p in args.submissions]
     if args.course:
         if not args.assignment:
@@ -679,28 +689,37 @@ def main(argv=None) -> int:
             f"two submissions would be graded as the same student ({', '.join(twice)}): put each student's "
             "notebook in a folder of its own, named after them (or use --name-from file)"
         )
-    if args.records_out:  # phase 2 alone: no teacher's package needed here
-        if len(todo) != 1:
-            ap.error("--records-out records one submission: run one container per student (book/setup.md)")
-        args.records_out.mkdir(parents=True, exist_ok=True)
-        for student, path in todo:
-            try:
-                run = record_submission(path, assignments_of(student), args.timeout, student)
-            except Exception as e:
-                run = _failed(student, path, e) | {"skipped": {}, "answers": {}}
-            out = args.records_out / f"{student}.json"
-            out.write_text(json.dumps(run, ensure_ascii=False) + "\n", encoding="utf-8")
-            errors = f" ({run['error']})" if run["error"] else ""
-            print(f"{student}: recorded {len(run['answers'])} answers in {out}{errors}")
-        return 0
-    need_teacher()
+    return todo
+
+
+def _record_only(ap, args, todo) -> int:
+    """Phase 2 alone (where students' code runs): record one submission, judge nothing, no teacher's
+    package needed."""
+    if len(todo) != 1:
+        ap.error("--records-out records one submission: run one container per student (book/setup.md)")
+    args.records_out.mkdir(parents=True, exist_ok=True)
+    for student, path in todo:
+        try:
+            run = record_submission(path, _assignments_of(ap, args, student), args.timeout, student)
+        except Exception as e:
+            run = _failed(student, path, e) | {"skipped": {}, "answers": {}}
+        out = args.records_out / f"{student}.json"
+        out.write_text(json.dumps(run, ensure_ascii=False) + "\n", encoding="utf-8")
+        errors = f" ({run['error']})" if run["error"] else ""
+        print(f"{student}: recorded {len(run['answers'])} answers in {out}{errors}")
+    return 0
+
+
+def _grade_here(ap, args, todo, teacher: Path, secret: str | None) -> int:
+    """Record and judge each submission on this machine (with --assignments: by the three phases' plans)."""
+    _need_teacher(ap, teacher)
     results = []
     for student, path in todo:
         try:
             if args.assignments:
-                mine = student_secret(secret, student)
-                run = record_submission(path, assignments_of(student), args.timeout, student)
-                results.append(judge_submission(run, assignments_of(student), mine, teacher))
+                mine, plans = student_secret(secret, student), _assignments_of(ap, args, student)
+                run = record_submission(path, plans, args.timeout, student)
+                results.append(judge_submission(run, plans, mine, teacher))
             else:
                 results.append(grade(path, args.timeout, args.source, student, secret, teacher))
         except Exception as e:  # a submission that breaks the grader fails alone, with the reason
@@ -710,6 +729,21 @@ def main(argv=None) -> int:
             write_feedback(results[-1], args.feedback)
     _write(results, args)
     return 0
+
+
+def main(argv=None) -> int:
+    ap = _parser()
+    args = ap.parse_args(argv)
+    teacher = args.teacher or TEACHER
+    secret = args.secret_file.read_text(encoding="utf-8").strip() if args.secret_file else None
+    if args.write_assignments:
+        return _write_assignments(ap, args, teacher, secret)
+    if args.judge:
+        return _judge_folder(ap, args, teacher, secret)
+    todo = _submissions(ap, args)
+    if args.records_out:
+        return _record_only(ap, args, todo)
+    return _grade_here(ap, args, todo, teacher, secret)
 
 
 def judged_runs(folder: Path) -> dict[str, list[Path]]:
